@@ -1,0 +1,1 @@
+"""Operators of the Pathways provider."""
