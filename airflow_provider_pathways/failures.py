@@ -1,0 +1,73 @@
+"""Failure classes of a Pathways job and the exceptions operators raise for them."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from airflow.sdk.exceptions import AirflowException
+
+
+class FailureClass(str, Enum):
+    """Why a Pathways job did not succeed; decides whether a retry is worth it."""
+
+    SPEC_REJECTED = "spec_rejected"
+    USER_PROGRAM_FAILED = "user_program_failed"
+    PREEMPTED = "preempted"
+    MAX_RESTARTS_REACHED = "max_restarts_reached"
+    UNKNOWN = "unknown"
+
+    @property
+    def retryable(self) -> bool:
+        """Preemption is worth a retry; a rejected spec or a failing program is not."""
+        return self is FailureClass.PREEMPTED
+
+
+class PathwaysJobFailed(AirflowException):
+    """A Pathways job ended without success; ``failure_class`` says why."""
+
+    failure_class: FailureClass = FailureClass.UNKNOWN
+
+    def __init__(self, message: str, *, job: str | None = None, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.job = job
+        self.exit_code = exit_code
+
+    @staticmethod
+    def for_class(
+        failure_class: FailureClass, message: str, *, job: str | None = None, exit_code: int | None = None
+    ) -> PathwaysJobFailed:
+        """Build the exception type that matches ``failure_class``."""
+        exception_type = _EXCEPTION_BY_CLASS.get(failure_class, PathwaysJobFailed)
+        return exception_type(message, job=job, exit_code=exit_code)
+
+
+class PathwaysSpecRejected(PathwaysJobFailed):
+    """The spec was refused before or by the controller (e.g. a topology invalid for the machine type)."""
+
+    failure_class = FailureClass.SPEC_REJECTED
+
+
+class PathwaysUserProgramFailed(PathwaysJobFailed):
+    """The user's program (or workload job) exited with an error."""
+
+    failure_class = FailureClass.USER_PROGRAM_FAILED
+
+
+class PathwaysPreempted(PathwaysJobFailed):
+    """Slices were preempted, evicted, suspended or lost with their nodes."""
+
+    failure_class = FailureClass.PREEMPTED
+
+
+class PathwaysMaxRestartsReached(PathwaysJobFailed):
+    """The job used up its restarts for a reason that could not be classified further."""
+
+    failure_class = FailureClass.MAX_RESTARTS_REACHED
+
+
+_EXCEPTION_BY_CLASS: dict[FailureClass, type[PathwaysJobFailed]] = {
+    FailureClass.SPEC_REJECTED: PathwaysSpecRejected,
+    FailureClass.USER_PROGRAM_FAILED: PathwaysUserProgramFailed,
+    FailureClass.PREEMPTED: PathwaysPreempted,
+    FailureClass.MAX_RESTARTS_REACHED: PathwaysMaxRestartsReached,
+}

@@ -1,0 +1,578 @@
+"""Hook for PathwaysJobs and their JobSets, with ``a_*`` async twins for triggers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
+from kubernetes.client import ApiException
+from kubernetes_asyncio import client as async_client
+from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
+
+from airflow_provider_pathways.resources import JOBSET, KUEUE_WORKLOAD, CustomResource, JobKind
+from airflow_provider_pathways.status import (
+    HEAD_REPLICATED_JOB,
+    JOBSET_NAME_LABEL,
+    REPLICATED_JOB_LABEL,
+    WORKER_REPLICATED_JOB,
+    PathwaysJobStatus,
+    Phase,
+    summarize,
+)
+
+if TYPE_CHECKING:
+    from aiohttp import ClientResponse
+
+# Server-side timeout of one watch request; a healthy wait costs one request per period.
+DEFAULT_WATCH_TIMEOUT_SECONDS = 900
+_TRANSIENT_HTTP = frozenset({429, 500, 502, 503, 504})
+
+
+class PathwaysJobConflict(Exception):
+    """A job of that name exists and belongs to someone else."""
+
+
+@dataclass(frozen=True)
+class StatusOptions:
+    """How to read a job's status: its kind and the names inside its JobSet."""
+
+    kind: JobKind = JobKind.PATHWAYS_JOB
+    worker_replicated_job: str = WORKER_REPLICATED_JOB
+    head_replicated_job: str = HEAD_REPLICATED_JOB
+    main_container: str = "main"
+
+
+@dataclass
+class _Observed:
+    """Objects last seen for one job, and the resourceVersion to watch from."""
+
+    objects: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+def _selector(name: str, replicated_job: str | None = None) -> str:
+    selector = f"{JOBSET_NAME_LABEL}={name}"
+    return f"{selector},{REPLICATED_JOB_LABEL}={replicated_job}" if replicated_job else selector
+
+
+def _owned_by(obj: Mapping[str, Any], name: str) -> bool:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("name") == name and ref.get("kind") == JOBSET.kind for ref in refs)
+
+
+def _needs_detail(status: PathwaysJobStatus) -> bool:
+    return status.phase in (Phase.FAILED, Phase.SUSPENDED)
+
+
+class PathwaysJobHook(KubernetesHook):
+    """
+    Create, follow and delete PathwaysJobs (or plain JobSets) through a Kubernetes connection.
+
+    Uses the cncf-kubernetes connection (``kubernetes_conn_id``) unchanged. Sync methods serve
+    operators and poke-mode sensors; each has an ``a_*`` twin for triggers that never blocks.
+    """
+
+    hook_name = "Pathways on GKE"
+
+    def __init__(
+        self,
+        kubernetes_conn_id: str | None = KubernetesHook.default_conn_name,
+        *,
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            kubernetes_conn_id=kubernetes_conn_id,
+            cluster_context=cluster_context,
+            config_file=config_file,
+            in_cluster=in_cluster,
+            **kwargs,
+        )
+
+    @cached_property
+    def async_hook(self) -> AsyncKubernetesHook:
+        """The cncf-kubernetes async hook on the same connection."""
+        return AsyncKubernetesHook(
+            kubernetes_conn_id=self.conn_id,
+            cluster_context=self.cluster_context,
+            config_file=self.config_file,
+            in_cluster=self.in_cluster,
+        )
+
+    def resolve_namespace(self, namespace: str | None) -> str:
+        """The given namespace, else the connection's, else ``default``."""
+        return namespace or self.get_namespace() or self.DEFAULT_NAMESPACE
+
+    # ---- sync API -------------------------------------------------------------------------
+
+    def _to_dict(self, obj: Any) -> Any:
+        return self.api_client.sanitize_for_serialization(obj)
+
+    def create_job(self, manifest: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+        """Create the PathwaysJob or JobSet ``manifest``; raises :class:`ApiException` on 409."""
+        resource = JobKind(manifest["kind"]).resource
+        return self.custom_object_client.create_namespaced_custom_object(
+            group=resource.group,
+            version=resource.version,
+            namespace=namespace,
+            plural=resource.plural,
+            body=dict(manifest),
+        )
+
+    def get_object(self, resource: CustomResource, name: str, namespace: str) -> dict[str, Any] | None:
+        """The custom object, or None when it does not exist."""
+        try:
+            return self.custom_object_client.get_namespaced_custom_object(
+                group=resource.group,
+                version=resource.version,
+                namespace=namespace,
+                plural=resource.plural,
+                name=name,
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def delete_job(self, name: str, namespace: str, kind: JobKind = JobKind.PATHWAYS_JOB) -> bool:
+        """Delete the job and everything it owns; False when it was already gone."""
+        resource = kind.resource
+        try:
+            self.custom_object_client.delete_namespaced_custom_object(
+                group=resource.group,
+                version=resource.version,
+                namespace=namespace,
+                plural=resource.plural,
+                name=name,
+                propagation_policy="Foreground",
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
+    def list_pods(self, name: str, namespace: str, replicated_job: str | None = None) -> list[dict[str, Any]]:
+        """Pods of the job's JobSet, optionally of one replicated job."""
+        pods = self.core_v1_client.list_namespaced_pod(
+            namespace, label_selector=_selector(name, replicated_job)
+        )
+        return self._to_dict(pods).get("items") or []
+
+    def list_jobs(self, name: str, namespace: str) -> list[dict[str, Any]]:
+        """The batch Jobs of the job's JobSet (they outlive their pods)."""
+        jobs = self.batch_v1_client.list_namespaced_job(namespace, label_selector=_selector(name))
+        return self._to_dict(jobs).get("items") or []
+
+    def list_workloads(self, name: str, namespace: str) -> list[dict[str, Any]]:
+        """Kueue Workloads owned by the JobSet; empty when Kueue is not installed."""
+        try:
+            listing = self.custom_object_client.list_namespaced_custom_object(
+                group=KUEUE_WORKLOAD.group,
+                version=KUEUE_WORKLOAD.version,
+                namespace=namespace,
+                plural=KUEUE_WORKLOAD.plural,
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return []
+            raise
+        return [w for w in listing.get("items") or [] if _owned_by(w, name)]
+
+    def read_main_container_log(
+        self, name: str, namespace: str, *, options: StatusOptions = StatusOptions(), tail_lines: int = 50
+    ) -> str:
+        """Last lines of the user program's log (the head pod's main container); empty if none."""
+        pods = self.list_pods(name, namespace, options.head_replicated_job)
+        for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True):
+            containers = {c.get("name") for c in (pod.get("spec") or {}).get("containers") or []}
+            if options.main_container not in containers:
+                continue
+            try:
+                return self.core_v1_client.read_namespaced_pod_log(
+                    name=pod["metadata"]["name"],
+                    namespace=namespace,
+                    container=options.main_container,
+                    tail_lines=tail_lines,
+                )
+            except ApiException as err:
+                if err.status in (400, 404):
+                    continue
+                raise
+        return ""
+
+    def get_status(
+        self, name: str, namespace: str, options: StatusOptions = StatusOptions()
+    ) -> PathwaysJobStatus:
+        """Read the job (and, for a failure or suspension, its pods, Jobs and workloads)."""
+        pathways_job = (
+            self.get_object(options.kind.resource, name, namespace)
+            if options.kind is JobKind.PATHWAYS_JOB
+            else None
+        )
+        jobset = self.get_object(JOBSET, name, namespace)
+        status = self._summarize(name, namespace, options, pathways_job, jobset)
+        if _needs_detail(status) and jobset is not None:
+            status = self._summarize(
+                name,
+                namespace,
+                options,
+                pathways_job,
+                jobset,
+                pods=self.list_pods(name, namespace),
+                jobs=self.list_jobs(name, namespace),
+                workloads=self.list_workloads(name, namespace),
+            )
+        return status
+
+    @staticmethod
+    def _summarize(
+        name: str,
+        namespace: str,
+        options: StatusOptions,
+        pathways_job: Mapping[str, Any] | None,
+        jobset: Mapping[str, Any] | None,
+        **detail: list[Any],
+    ) -> PathwaysJobStatus:
+        return summarize(
+            name=name,
+            namespace=namespace,
+            pathways_job=pathways_job,
+            jobset=jobset,
+            worker_replicated_job=options.worker_replicated_job,
+            head_replicated_job=options.head_replicated_job,
+            main_container=options.main_container,
+            expect_pathways_job=options.kind is JobKind.PATHWAYS_JOB,
+            **detail,
+        )
+
+    # ---- async twins ----------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def a_client(self) -> AsyncIterator[async_client.ApiClient]:
+        """An async API client on the hook's connection."""
+        async with self.async_hook.get_conn() as api_client:
+            yield api_client
+
+    async def a_get_object(
+        self, resource: CustomResource, name: str, namespace: str, api_client: async_client.ApiClient
+    ) -> dict[str, Any] | None:
+        try:
+            return await async_client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+                group=resource.group,
+                version=resource.version,
+                namespace=namespace,
+                plural=resource.plural,
+                name=name,
+            )
+        except AsyncApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    async def a_delete_job(self, name: str, namespace: str, kind: JobKind = JobKind.PATHWAYS_JOB) -> bool:
+        """Async twin of :meth:`delete_job`."""
+        resource = kind.resource
+        async with self.a_client() as api_client:
+            try:
+                await async_client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+                    group=resource.group,
+                    version=resource.version,
+                    namespace=namespace,
+                    plural=resource.plural,
+                    name=name,
+                    propagation_policy="Foreground",
+                )
+            except AsyncApiException as err:
+                if err.status == 404:
+                    return False
+                raise
+        return True
+
+    async def _a_detail(
+        self, name: str, namespace: str, api_client: async_client.ApiClient
+    ) -> dict[str, list[Any]]:
+        core = async_client.CoreV1Api(api_client)
+        batch = async_client.BatchV1Api(api_client)
+        pods = await core.list_namespaced_pod(namespace, label_selector=_selector(name))
+        jobs = await batch.list_namespaced_job(namespace, label_selector=_selector(name))
+        try:
+            listing = await async_client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+                group=KUEUE_WORKLOAD.group,
+                version=KUEUE_WORKLOAD.version,
+                namespace=namespace,
+                plural=KUEUE_WORKLOAD.plural,
+            )
+            workloads = [w for w in listing.get("items") or [] if _owned_by(w, name)]
+        except AsyncApiException as err:
+            if err.status != 404:
+                raise
+            workloads = []
+        return {
+            "pods": api_client.sanitize_for_serialization(pods).get("items") or [],
+            "jobs": api_client.sanitize_for_serialization(jobs).get("items") or [],
+            "workloads": workloads,
+        }
+
+    async def a_get_status(
+        self, name: str, namespace: str, options: StatusOptions = StatusOptions()
+    ) -> PathwaysJobStatus:
+        """Async twin of :meth:`get_status`."""
+        async with self.a_client() as api_client:
+            observed = _Observed()
+            for resource in self._watched(options):
+                observed.objects[resource.plural] = await self.a_get_object(
+                    resource, name, namespace, api_client
+                )
+            return await self._a_status(name, namespace, options, observed, api_client)
+
+    async def a_read_main_container_log(
+        self, name: str, namespace: str, *, options: StatusOptions = StatusOptions(), tail_lines: int = 50
+    ) -> str:
+        """Async twin of :meth:`read_main_container_log`."""
+        async with self.a_client() as api_client:
+            core = async_client.CoreV1Api(api_client)
+            pods = await core.list_namespaced_pod(
+                namespace, label_selector=_selector(name, options.head_replicated_job)
+            )
+            for pod in sorted(pods.items, key=lambda p: p.metadata.creation_timestamp or 0, reverse=True):
+                if options.main_container not in {c.name for c in pod.spec.containers or []}:
+                    continue
+                try:
+                    return await core.read_namespaced_pod_log(
+                        name=pod.metadata.name,
+                        namespace=namespace,
+                        container=options.main_container,
+                        tail_lines=tail_lines,
+                    )
+                except AsyncApiException as err:
+                    if err.status not in (400, 404):
+                        raise
+        return ""
+
+    @staticmethod
+    def _watched(options: StatusOptions) -> list[CustomResource]:
+        if options.kind is JobKind.PATHWAYS_JOB:
+            return [options.kind.resource, JOBSET]
+        return [JOBSET]
+
+    async def _a_status(
+        self,
+        name: str,
+        namespace: str,
+        options: StatusOptions,
+        observed: _Observed,
+        api_client: async_client.ApiClient,
+    ) -> PathwaysJobStatus:
+        pathways_job = (
+            observed.objects.get(options.kind.resource.plural)
+            if options.kind is JobKind.PATHWAYS_JOB
+            else None
+        )
+        jobset = observed.objects.get(JOBSET.plural)
+        status = self._summarize(name, namespace, options, pathways_job, jobset)
+        if _needs_detail(status) and jobset is not None:
+            detail = await self._a_detail(name, namespace, api_client)
+            status = self._summarize(name, namespace, options, pathways_job, jobset, **detail)
+        return status
+
+    async def a_watch_status(
+        self,
+        name: str,
+        namespace: str,
+        options: StatusOptions = StatusOptions(),
+        *,
+        watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT_SECONDS,
+        max_consecutive_errors: int = 8,
+    ) -> AsyncIterator[PathwaysJobStatus]:
+        """
+        Yield the job's status now and every time it changes, until it is terminal.
+
+        Watches with ``resourceVersion`` (one long request per period, not a poll), resumes a
+        dropped stream from the last version seen, re-lists when the server answers 410, and
+        backs off on transient errors.
+        """
+        async with self.a_client() as api_client:
+            watch = _JobWatch(self, api_client, name, namespace, options, watch_timeout_seconds)
+            last: PathwaysJobStatus | None = None
+            errors = 0
+            try:
+                while True:
+                    try:
+                        if watch.needs_list:
+                            await watch.relist()
+                        status = await self._a_status(name, namespace, options, watch.observed, api_client)
+                        if status != last:
+                            last = status
+                            yield status
+                        if status.terminal:
+                            return
+                        await watch.next_change()
+                        errors = 0
+                    except (AsyncApiException, aiohttp.ClientError, OSError, asyncio.TimeoutError) as err:
+                        code = getattr(err, "status", None)
+                        if isinstance(err, AsyncApiException) and code not in _TRANSIENT_HTTP:
+                            raise
+                        errors += 1
+                        if errors > max_consecutive_errors:
+                            raise
+                        delay = min(0.5 * 2 ** (errors - 1), 30.0)
+                        self.log.warning("Kubernetes API error (%s); retrying in %.1fs", code or err, delay)
+                        watch.close_streams()
+                        await asyncio.sleep(delay)
+            finally:
+                watch.close_streams()
+
+
+class _WatchExpired(Exception):
+    """The server no longer has the requested resourceVersion (410 Gone)."""
+
+
+class _WatchStream:
+    """One open watch request on one custom resource, filtered to one object name."""
+
+    def __init__(self, response: ClientResponse) -> None:
+        self.response = response
+
+    async def next_event(self) -> dict[str, Any] | None:
+        """The next event, or None when the server closed the stream."""
+        while True:
+            line = await self.response.content.readline()
+            if not line:
+                return None
+            if line.strip():
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    code = (event.get("object") or {}).get("code")
+                    if code == 410:
+                        raise _WatchExpired
+                    raise AsyncApiException(
+                        status=code or 500, reason=str((event.get("object") or {}).get("message"))
+                    )
+                return event
+
+    def close(self) -> None:
+        self.response.close()
+
+
+class _JobWatch:
+    """The watch state of one job: last objects, resource versions, and open streams."""
+
+    def __init__(
+        self,
+        hook: PathwaysJobHook,
+        api_client: async_client.ApiClient,
+        name: str,
+        namespace: str,
+        options: StatusOptions,
+        timeout_seconds: int,
+    ) -> None:
+        self.hook = hook
+        self.api = async_client.CustomObjectsApi(api_client)
+        self.name = name
+        self.namespace = namespace
+        self.options = options
+        self.timeout_seconds = timeout_seconds
+        self.observed = _Observed()
+        self.needs_list = True
+        self.streams: dict[str, _WatchStream] = {}
+        self.pending: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
+
+    def _resources(self) -> list[CustomResource]:
+        resources = PathwaysJobHook._watched(self.options)
+        # Once the JobSet exists it carries every state change; the PathwaysJob matters only
+        # before that (a spec the controller rejects never gets a JobSet).
+        if len(resources) > 1 and self.observed.objects.get(JOBSET.plural) is not None:
+            return [JOBSET]
+        return resources
+
+    async def relist(self) -> None:
+        self.close_streams()
+        for resource in PathwaysJobHook._watched(self.options):
+            listing = await self.api.list_namespaced_custom_object(
+                group=resource.group,
+                version=resource.version,
+                namespace=self.namespace,
+                plural=resource.plural,
+                field_selector=f"metadata.name={self.name}",
+            )
+            items = listing.get("items") or []
+            self.observed.objects[resource.plural] = items[0] if items else None
+            self.observed.versions[resource.plural] = (listing.get("metadata") or {}).get(
+                "resourceVersion", ""
+            )
+        self.needs_list = False
+
+    async def _open(self, resource: CustomResource) -> _WatchStream:
+        response = await self.api.list_namespaced_custom_object(
+            group=resource.group,
+            version=resource.version,
+            namespace=self.namespace,
+            plural=resource.plural,
+            field_selector=f"metadata.name={self.name}",
+            resource_version=self.observed.versions.get(resource.plural) or None,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self.timeout_seconds,
+            watch=True,
+            _preload_content=False,
+        )
+        return _WatchStream(response)
+
+    async def next_change(self) -> None:
+        """Wait until an event changes what is observed (or the watch must be re-listed)."""
+        while True:
+            wanted = {r.plural: r for r in self._resources()}
+            for plural in list(self.streams):
+                if plural not in wanted:
+                    self._close(plural)
+            for plural, resource in wanted.items():
+                if plural not in self.streams:
+                    self.streams[plural] = await self._open(resource)
+                if plural not in self.pending:
+                    self.pending[plural] = asyncio.ensure_future(self.streams[plural].next_event())
+            done, _ = await asyncio.wait(self.pending.values(), return_when=asyncio.FIRST_COMPLETED)
+            changed = False
+            for plural in [p for p, task in self.pending.items() if task in done]:
+                task = self.pending.pop(plural)
+                try:
+                    event = task.result()
+                except _WatchExpired:
+                    self.needs_list = True
+                    return
+                except Exception:
+                    self._close(plural)
+                    raise
+                if event is None:  # server timeout or dropped connection: resume from the last version
+                    self._close(plural)
+                    continue
+                obj = event.get("object") or {}
+                version = (obj.get("metadata") or {}).get("resourceVersion")
+                if version:
+                    self.observed.versions[plural] = version
+                if event.get("type") == "BOOKMARK":
+                    continue
+                self.observed.objects[plural] = None if event.get("type") == "DELETED" else obj
+                changed = True
+            if changed:
+                return
+
+    def _close(self, plural: str) -> None:
+        task = self.pending.pop(plural, None)
+        if task is not None and not task.done():
+            task.cancel()
+        stream = self.streams.pop(plural, None)
+        if stream is not None:
+            stream.close()
+
+    def close_streams(self) -> None:
+        for plural in list(set(self.streams) | set(self.pending)):
+            self._close(plural)

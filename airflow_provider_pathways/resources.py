@@ -1,0 +1,41 @@
+"""Kubernetes resources a Pathways job is made of: API coordinates and derived names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+@dataclass(frozen=True)
+class CustomResource:
+    """Group, version and plural of a custom resource."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+PATHWAYS_JOB = CustomResource("pathways-job.pathways.domain", "v1", "pathwaysjobs", "PathwaysJob")
+JOBSET = CustomResource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+KUEUE_WORKLOAD = CustomResource("kueue.x-k8s.io", "v1beta1", "workloads", "Workload")
+
+
+class JobKind(str, Enum):
+    """What the provider submits: a PathwaysJob (needs its controller) or the equivalent plain JobSet."""
+
+    PATHWAYS_JOB = "PathwaysJob"
+    JOBSET = "JobSet"
+
+    @property
+    def resource(self) -> CustomResource:
+        return PATHWAYS_JOB if self is JobKind.PATHWAYS_JOB else JOBSET
+
+
+def proxy_address(name: str, head_replicated_job: str = "pathways-head", port: int = 29000) -> str:
+    """The in-cluster gRPC address of the IFRT proxy of job ``name``."""
+    return f"grpc://{name}-{head_replicated_job}-0-0.{name}:{port}"
