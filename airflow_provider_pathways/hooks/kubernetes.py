@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -79,6 +80,7 @@ class PathwaysJobHook(KubernetesHook):
     operators and poke-mode sensors; each has an ``a_*`` twin for triggers that never blocks.
     """
 
+    conn_type = "pathways_gke"
     hook_name = "Pathways on GKE"
 
     def __init__(
@@ -107,6 +109,10 @@ class PathwaysJobHook(KubernetesHook):
             config_file=self.config_file,
             in_cluster=self.in_cluster,
         )
+
+    def console_location(self) -> tuple[str | None, str | None, str | None]:
+        """(project, cluster, location) from the connection, for console links; None when unset."""
+        return self._get_field("gcp_project"), self._get_field("gke_cluster"), self._get_field("gke_location")
 
     def resolve_namespace(self, namespace: str | None) -> str:
         """The given namespace, else the connection's, else ``default``."""
@@ -160,6 +166,14 @@ class PathwaysJobHook(KubernetesHook):
                 return False
             raise
         return True
+
+    def wait_until_deleted(self, name: str, namespace: str, kind: JobKind, timeout: float) -> None:
+        """Block until the job object is gone (its dependents go first with foreground deletion)."""
+        deadline = time.monotonic() + timeout
+        while self.get_object(kind.resource, name, namespace) is not None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{kind.value} {namespace}/{name} still exists after {timeout}s")
+            time.sleep(0.5)
 
     def list_pods(self, name: str, namespace: str, replicated_job: str | None = None) -> list[dict[str, Any]]:
         """Pods of the job's JobSet, optionally of one replicated job."""

@@ -1,0 +1,56 @@
+"""Extra links to the Google Cloud console for a Pathways job on GKE."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from airflow.sdk import BaseOperatorLink
+
+if TYPE_CHECKING:
+    from airflow.sdk import BaseOperator
+    from airflow.sdk.types import TaskInstanceKey
+
+CONSOLE = "https://console.cloud.google.com"
+
+
+def gke_workload_url(
+    *, project: str, location: str, cluster: str, namespace: str, name: str, head_job: str
+) -> str:
+    """Console page of the job's head Job (the user's program) on its GKE cluster."""
+    path = f"kubernetes/job/{location}/{cluster}/{namespace}/{name}-{head_job}-0/details"
+    return f"{CONSOLE}/{path}?project={project}"
+
+
+def cloud_logging_url(*, project: str, cluster: str, namespace: str, name: str) -> str:
+    """Cloud Logging query for every container of the job."""
+    query = "\n".join(
+        [
+            'resource.type="k8s_container"',
+            f'resource.labels.cluster_name="{cluster}"',
+            f'resource.labels.namespace_name="{namespace}"',
+            f'labels."k8s-pod/jobset_sigs_k8s_io/jobset-name"="{name}"',
+        ]
+    )
+    return f"{CONSOLE}/logs/query;query={quote(query, safe='')}?project={project}"
+
+
+class _XComLink(BaseOperatorLink):
+    """A link whose full URL the operator stored in XCom during ``execute``."""
+
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        from airflow.sdk.execution_time.xcom import XCom
+
+        return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
+
+
+class GKEWorkloadLink(_XComLink):
+    """GKE console page of the Pathways job."""
+
+    name = "GKE Workload"
+
+
+class CloudLoggingLink(_XComLink):
+    """Cloud Logging query for the Pathways job's containers."""
+
+    name = "Cloud Logging"

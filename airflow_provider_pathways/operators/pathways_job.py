@@ -1,0 +1,542 @@
+"""Operators that run and delete Pathways jobs (PathwaysJob or plain JobSet) on GKE."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Collection, Mapping, Sequence
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator, ResumableJobMixin, conf
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_provider_pathways.failures import PathwaysJobFailed, PathwaysSpecRejected
+from airflow_provider_pathways.links import (
+    CloudLoggingLink,
+    GKEWorkloadLink,
+    cloud_logging_url,
+    gke_workload_url,
+)
+from airflow_provider_pathways.naming import airflow_labels, default_job_name
+from airflow_provider_pathways.resources import JobKind, proxy_address
+from airflow_provider_pathways.retry import PathwaysRetryPolicy
+from airflow_provider_pathways.spec import PathwaysJobSpec, PathwaysSpecError
+from airflow_provider_pathways.status import (
+    HEAD_REPLICATED_JOB,
+    WORKER_REPLICATED_JOB,
+    PathwaysJobStatus,
+    Phase,
+)
+from airflow_provider_pathways.triggers.pathways_job import WaitUntil, validate_wait_arguments
+
+if TYPE_CHECKING:
+    from airflow.sdk.definitions.context import Context
+    from pydantic import JsonValue
+
+    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook, StatusOptions
+
+DELETE_EVENTS = frozenset({"success", "failure", "kill"})
+_ACTIVE_PHASES = frozenset({Phase.PENDING, Phase.STARTING, Phase.RUNNING, Phase.SUSPENDED})
+
+
+def _seconds(value: timedelta | float | None) -> float | None:
+    return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
+    """
+    Create a PathwaysJob (or the equivalent plain JobSet) and follow it.
+
+    :param job: the job: a :class:`~airflow_provider_pathways.spec.PathwaysJobSpec`, a dict (a
+        manifest or its ``spec``), or YAML text / a ``.yaml`` file path (templated).
+    :param name: job name; default: derived from dag, task, run and map index (same on retries).
+    :param namespace: namespace; default: the spec's, then the connection's, then ``default``.
+    :param kind: ``PathwaysJob`` (needs the controller) or ``JobSet`` (the plain form xpk renders).
+    :param wait_until: ``created``, ``ready`` (head and ``min_slices`` ready) or ``finished``.
+    :param min_slices: slices needed for ``ready``; default: ``numSlices - elasticSlices``.
+    :param labels: extra labels for the job.
+    :param annotations: extra annotations for the job.
+    :param delete_on: when to delete the job: any of ``success`` (only with ``finished``),
+        ``failure`` (a terminal failure or a timeout) and ``kill``.
+    :param kubernetes_conn_id: cncf-kubernetes connection.
+    :param deferrable: wait in the triggerer instead of holding a worker slot.
+    :param poll_interval: seconds between status reads when not deferrable.
+    :param wait_timeout: give up waiting after this long (seconds or timedelta).
+    :param fail_on_suspend: a suspended (preempted) JobSet fails the try so it is retried.
+    :param log_tail_lines: lines of the user program's log to copy into the task log at the end.
+    :param worker_replicated_job: name of the workers' replicated job in the JobSet.
+    :param head_replicated_job: name of the head's replicated job in the JobSet.
+    :param gcp_project: project of the GKE cluster, for the console links (default: connection).
+    :param gke_cluster: GKE cluster name, for the console links (default: connection).
+    :param gke_location: GKE cluster location, for the console links (default: connection).
+    """
+
+    template_fields: Sequence[str] = (
+        "job",
+        "name",
+        "namespace",
+        "labels",
+        "annotations",
+        "kubernetes_conn_id",
+        "min_slices",
+        "gcp_project",
+        "gke_cluster",
+        "gke_location",
+    )
+    template_ext: Sequence[str] = (".yaml", ".yml")
+    template_fields_renderers = {"job": "yaml"}
+    operator_extra_links = (GKEWorkloadLink(), CloudLoggingLink())
+    ui_color = "#e8f0fe"
+    external_id_key = "pathways_job"
+
+    def __init__(
+        self,
+        *,
+        job: PathwaysJobSpec | Mapping[str, Any] | str,
+        name: str | None = None,
+        namespace: str | None = None,
+        kind: str = JobKind.PATHWAYS_JOB.value,
+        wait_until: str = WaitUntil.FINISHED.value,
+        min_slices: int | None = None,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        delete_on: Collection[str] = ("success", "failure", "kill"),
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_interval: float = 10.0,
+        wait_timeout: timedelta | float | None = None,
+        fail_on_suspend: bool = True,
+        log_tail_lines: int = 50,
+        worker_replicated_job: str = WORKER_REPLICATED_JOB,
+        head_replicated_job: str = HEAD_REPLICATED_JOB,
+        gcp_project: str | None = None,
+        gke_cluster: str | None = None,
+        gke_location: str | None = None,
+        deletion_timeout: float = 300.0,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("retry_policy", PathwaysRetryPolicy())
+        super().__init__(**kwargs)
+        unknown = set(delete_on) - DELETE_EVENTS
+        if unknown:
+            raise ValueError(f"delete_on: {sorted(unknown)} not allowed; use any of {sorted(DELETE_EVENTS)}")
+        validate_wait_arguments(name=name or "x", wait_until=wait_until, min_slices=None, kind=kind)
+        if poll_interval <= 0:
+            raise ValueError("poll_interval: must be > 0 seconds")
+        self.job = job
+        self.name = name
+        self.namespace = namespace
+        self.kind = kind
+        self.wait_until = wait_until
+        self.min_slices = min_slices
+        self.labels = dict(labels or {})
+        self.annotations = dict(annotations or {})
+        self.delete_on = frozenset(delete_on)
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.wait_timeout = _seconds(wait_timeout)
+        self.fail_on_suspend = fail_on_suspend
+        self.log_tail_lines = log_tail_lines
+        self.worker_replicated_job = worker_replicated_job
+        self.head_replicated_job = head_replicated_job
+        self.gcp_project = gcp_project
+        self.gke_cluster = gke_cluster
+        self.gke_location = gke_location
+        self.deletion_timeout = deletion_timeout
+        self._spec: PathwaysJobSpec | None = None
+        self._status: PathwaysJobStatus | None = None
+        self._job_name: str | None = None
+        self._job_namespace: str | None = None
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    @cached_property
+    def hook(self) -> PathwaysJobHook:
+        from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+
+        return PathwaysJobHook(
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            config_file=self.config_file,
+            in_cluster=self.in_cluster,
+        )
+
+    @property
+    def status_options(self) -> StatusOptions:
+        from airflow_provider_pathways.hooks.kubernetes import StatusOptions
+
+        return StatusOptions(
+            kind=JobKind(self.kind),
+            worker_replicated_job=self.worker_replicated_job,
+            head_replicated_job=self.head_replicated_job,
+            main_container=self.spec.controller.main_container_name if self._spec else "main",
+        )
+
+    @property
+    def spec(self) -> PathwaysJobSpec:
+        if self._spec is None:
+            raise AirflowException("the job spec is resolved in execute()")
+        return self._spec
+
+    def build_spec(self, context: Context) -> PathwaysJobSpec:
+        """The validated spec with name, namespace and task labels filled in; nothing is sent yet."""
+        try:
+            if isinstance(self.job, PathwaysJobSpec):
+                spec = self.job
+            elif isinstance(self.job, Mapping):
+                spec = PathwaysJobSpec.from_dict(dict(self.job))
+            elif isinstance(self.job, str):
+                spec = PathwaysJobSpec.from_yaml(self.job)
+            else:
+                raise PathwaysSpecRejected(
+                    f"job: expected a PathwaysJobSpec, a dict or YAML text, got {type(self.job).__name__}"
+                )
+            ti = context["ti"]
+            name = self.name or spec.name or default_job_name(ti.dag_id, ti.task_id, ti.run_id, ti.map_index)
+            namespace = self.namespace or spec.namespace or self.hook.resolve_namespace(None)
+            labels = {
+                **(spec.labels or {}),
+                **airflow_labels(ti.dag_id, ti.task_id, ti.run_id, ti.map_index),
+                **self.labels,
+            }
+            annotations = {**(spec.annotations or {}), **self.annotations}
+            spec = dataclasses.replace(
+                spec, name=name, namespace=namespace, labels=labels, annotations=annotations
+            )
+            spec.validate()
+        except PathwaysSpecError as err:
+            raise PathwaysSpecRejected(f"the job spec is invalid, nothing was submitted:\n{err}") from err
+        min_slices = self.required_slices(spec)
+        if not 1 <= min_slices <= spec.workers.num_slices:
+            raise PathwaysSpecRejected(
+                f"min_slices: {min_slices} must be between 1 and numSlices ({spec.workers.num_slices})"
+            )
+        return spec
+
+    def required_slices(self, spec: PathwaysJobSpec) -> int:
+        if self.min_slices is not None:
+            return int(self.min_slices)
+        return spec.workers.num_slices - (spec.controller.elastic_slices or 0)
+
+    def _manifest(self) -> dict[str, Any]:
+        if self.kind == JobKind.JOBSET.value:
+            return self.spec.to_jobset()
+        return self.spec.to_pathwaysjob()
+
+    def _identity(self) -> dict[str, str]:
+        return {"name": self.spec.name or "", "namespace": self.spec.namespace or "", "kind": self.kind}
+
+    def _owned_by_this_task(self, obj: Mapping[str, Any]) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        ours = {k: v for k, v in (self.spec.labels or {}).items() if k.startswith("airflow.apache.org/")}
+        return all(labels.get(k) == v for k, v in ours.items())
+
+    def _delete(self, reason: str) -> None:
+        name, namespace = self._job_name, self._job_namespace
+        if not name or not namespace:
+            return
+        deleted = self.hook.delete_job(name, namespace, JobKind(self.kind))
+        self.log.info(
+            "%s %s %s/%s (%s)", "Deleted" if deleted else "Already gone:", self.kind, namespace, name, reason
+        )
+
+    def _push_identity(self, context: Context) -> None:
+        ti = context["ti"]
+        spec = self.spec
+        ti.xcom_push(key="name", value=spec.name)
+        ti.xcom_push(key="namespace", value=spec.namespace)
+        ti.xcom_push(key="kind", value=self.kind)
+        ti.xcom_push(key="proxy_address", value=proxy_address(spec.name or "", self.head_replicated_job))
+        ti.xcom_push(key="pathways_dir", value=spec.pathways_dir)
+        conn_project, conn_cluster, conn_location = self.hook.console_location()
+        project = self.gcp_project or conn_project
+        cluster = self.gke_cluster or conn_cluster
+        location = self.gke_location or conn_location
+        if project and cluster and location:
+            ti.xcom_push(
+                key=GKEWorkloadLink().xcom_key,
+                value=gke_workload_url(
+                    project=project,
+                    location=location,
+                    cluster=cluster,
+                    namespace=spec.namespace or "",
+                    name=spec.name or "",
+                    head_job=self.head_replicated_job,
+                ),
+            )
+            ti.xcom_push(
+                key=CloudLoggingLink().xcom_key,
+                value=cloud_logging_url(
+                    project=project,
+                    cluster=cluster,
+                    namespace=spec.namespace or "",
+                    name=spec.name or "",
+                ),
+            )
+
+    # ---- execution --------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> Any:
+        self._spec = self.build_spec(context)
+        self._job_name, self._job_namespace = self.spec.name, self.spec.namespace
+        return self.execute_resumable(context)
+
+    def submit_job(self, context: Context) -> JsonValue:
+        """Create the job; adopt one this task instance already made, replace a finished one."""
+        from kubernetes.client import ApiException
+
+        name, namespace = self.spec.name or "", self.spec.namespace or ""
+        manifest = self._manifest()
+        try:
+            created = self.hook.create_job(manifest, namespace)
+            self.log.info(
+                "Created %s %s/%s (uid %s)", self.kind, namespace, name, created["metadata"].get("uid")
+            )
+        except ApiException as err:
+            if err.status == 422:
+                raise PathwaysSpecRejected(f"the API server rejected {namespace}/{name}: {err.body}") from err
+            if err.status != 409:
+                raise
+            existing = self.hook.get_object(JobKind(self.kind).resource, name, namespace)
+            if existing is None or not self._owned_by_this_task(existing):
+                raise AirflowFailException(
+                    f"name: a {self.kind} named {namespace}/{name} already exists and was not created by "
+                    "this task instance; pass another name or delete it"
+                ) from err
+            status = self.hook.get_status(name, namespace, self.status_options)
+            if status.phase in _ACTIVE_PHASES:
+                self.log.info(
+                    "Adopting %s %s/%s, created earlier by this task instance", self.kind, namespace, name
+                )
+            else:
+                self.log.info(
+                    "Replacing %s %s/%s that ended (%s)", self.kind, namespace, name, status.phase.value
+                )
+                self.hook.delete_job(name, namespace, JobKind(self.kind))
+                self.hook.wait_until_deleted(name, namespace, JobKind(self.kind), self.deletion_timeout)
+                self.hook.create_job(manifest, namespace)
+        return self._identity()
+
+    def get_job_status(self, external_id: JsonValue, context: Context) -> str:
+        ident = dict(external_id) if isinstance(external_id, Mapping) else {}
+        if ident.get("name") != self.spec.name or ident.get("namespace") != self.spec.namespace:
+            return "unknown"
+        self._status = self.hook.get_status(
+            self.spec.name or "", self.spec.namespace or "", self.status_options
+        )
+        return self._status.phase.value
+
+    def is_job_active(self, status: str) -> bool:
+        return status in {p.value for p in _ACTIVE_PHASES}
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == Phase.SUCCEEDED.value and self.wait_until == WaitUntil.FINISHED.value
+
+    def poll_until_complete(self, external_id: JsonValue, context: Context) -> None:
+        self._push_identity(context)
+        if self.wait_until == WaitUntil.CREATED.value:
+            return
+        if self.deferrable:
+            self._defer()
+        self._status = self._poll(context)
+
+    def _defer(self) -> None:
+        from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
+
+        self.defer(
+            trigger=PathwaysJobTrigger(
+                name=self.spec.name or "",
+                namespace=self.spec.namespace or "",
+                kubernetes_conn_id=self.kubernetes_conn_id,
+                kind=self.kind,
+                wait_until=self.wait_until,
+                min_slices=self.required_slices(self.spec),
+                worker_replicated_job=self.worker_replicated_job,
+                head_replicated_job=self.head_replicated_job,
+                main_container=self.spec.controller.main_container_name,
+                cluster_context=self.cluster_context,
+                config_file=self.config_file,
+                in_cluster=self.in_cluster,
+                fail_on_suspend=self.fail_on_suspend,
+                delete_on_kill="kill" in self.delete_on,
+                deadline=time.time() + self.wait_timeout if self.wait_timeout else None,
+            ),
+            method_name="execute_complete",
+        )
+
+    def _done(self, status: PathwaysJobStatus) -> bool:
+        if status.terminal:
+            return True
+        if status.phase is Phase.SUSPENDED:
+            return self.fail_on_suspend
+        return self.wait_until == WaitUntil.READY.value and status.ready_for(self.required_slices(self.spec))
+
+    def _poll(self, context: Context) -> PathwaysJobStatus:
+        deadline = time.monotonic() + self.wait_timeout if self.wait_timeout else None
+        need = self.required_slices(self.spec) if self.wait_until == WaitUntil.READY.value else None
+        last: PathwaysJobStatus | None = None
+        while True:
+            status = self.hook.get_status(
+                self.spec.name or "", self.spec.namespace or "", self.status_options
+            )
+            if status != last:
+                self.log.info("%s", status.progress(need))
+                last = status
+            if self._done(status):
+                return status
+            if deadline is not None and time.monotonic() > deadline:
+                self._fail_timeout()
+            time.sleep(self.poll_interval)
+
+    def _fail_timeout(self) -> None:
+        if "failure" in self.delete_on:
+            self._delete("wait timed out")
+        raise AirflowException(
+            f"{self.spec.namespace}/{self.spec.name} was not {self.wait_until} within {self.wait_timeout}s"
+        )
+
+    def get_job_result(self, external_id: JsonValue, context: Context) -> Any:
+        if self._status is None:
+            self._status = self.hook.get_status(
+                self.spec.name or "", self.spec.namespace or "", self.status_options
+            )
+        return self._finish(context, self._status)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        """Resume after the trigger fired."""
+        self._spec = self.build_spec(context)
+        self._job_name, self._job_namespace = self.spec.name, self.spec.namespace
+        if event.get("status") == "timeout":
+            self._fail_timeout()
+        if event.get("status") != "done":
+            raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
+        return self._finish(context, PathwaysJobStatus.from_dict(event["job"]))
+
+    def _log_program_tail(self, status: PathwaysJobStatus) -> None:
+        if not self.log_tail_lines or self.spec.controller.template is None:
+            return
+        try:
+            tail = self.hook.read_main_container_log(
+                status.name, status.namespace, options=self.status_options, tail_lines=self.log_tail_lines
+            )
+        except Exception as err:
+            self.log.warning("Could not read the program's log: %s", type(err).__name__)
+            return
+        if tail:
+            self.log.info(
+                "Last %d lines of %s (container %r):\n%s",
+                self.log_tail_lines,
+                status.name,
+                self.spec.controller.main_container_name,
+                tail.rstrip(),
+            )
+
+    def _finish(self, context: Context, status: PathwaysJobStatus) -> dict[str, Any]:
+        self._status = status
+        self.log.info("%s", status.progress())
+        if status.terminal:
+            self._log_program_tail(status)
+        context["ti"].xcom_push(key="status", value=status.to_dict())
+        if status.phase is Phase.SUCCEEDED or (not status.terminal and status.phase is not Phase.SUSPENDED):
+            if status.phase is Phase.SUCCEEDED and "success" in self.delete_on:
+                self._delete("succeeded")
+            return {
+                "name": status.name,
+                "namespace": status.namespace,
+                "kind": self.kind,
+                "proxy_address": proxy_address(status.name, self.head_replicated_job),
+                "status": status.to_dict(),
+            }
+        if status.terminal and "failure" in self.delete_on:
+            self._delete(f"failed: {status.failure.value if status.failure else 'unknown'}")
+        assert status.failure is not None
+        raise PathwaysJobFailed.for_class(
+            status.failure,
+            f"{status.namespace}/{status.name}: {status.message}",
+            job=status.name,
+            exit_code=status.exit_code,
+        )
+
+    def on_kill(self) -> None:
+        """Delete the job when the running task is killed; harmless if it is already gone."""
+        if "kill" in self.delete_on:
+            self._delete("task killed")
+
+
+class DeletePathwaysJobOperator(BaseOperator):
+    """
+    Delete a PathwaysJob or JobSet and what it owns; succeeds when it is already gone.
+
+    Meant as a teardown task (``.as_teardown()``).
+
+    :param job_name: the job's name (templated, e.g. from the creating task's XCom).
+    :param namespace: its namespace; default: the connection's, then ``default``.
+    :param kind: ``PathwaysJob`` or ``JobSet``.
+    :param wait_for_deletion: wait until the object is gone.
+    :param deletion_timeout: seconds to wait.
+    """
+
+    template_fields: Sequence[str] = ("job_name", "namespace", "kubernetes_conn_id")
+    ui_color = "#fce8e6"
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        namespace: str | None = None,
+        kind: str = JobKind.PATHWAYS_JOB.value,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+        wait_for_deletion: bool = True,
+        deletion_timeout: float = 300.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if kind not in {k.value for k in JobKind}:
+            raise ValueError(f"kind: {kind!r} must be 'PathwaysJob' or 'JobSet'")
+        self.job_name = job_name
+        self.namespace = namespace
+        self.kind = kind
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
+        self.wait_for_deletion = wait_for_deletion
+        self.deletion_timeout = deletion_timeout
+
+    @cached_property
+    def hook(self) -> PathwaysJobHook:
+        from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+
+        return PathwaysJobHook(
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            config_file=self.config_file,
+            in_cluster=self.in_cluster,
+        )
+
+    def execute(self, context: Context) -> bool:
+        if not self.job_name:
+            raise AirflowFailException("job_name: empty; pass the name of the job to delete")
+        namespace = self.hook.resolve_namespace(self.namespace)
+        kind = JobKind(self.kind)
+        deleted = self.hook.delete_job(self.job_name, namespace, kind)
+        if not deleted:
+            self.log.info("%s %s/%s is already gone", self.kind, namespace, self.job_name)
+            return False
+        self.log.info("Deleting %s %s/%s", self.kind, namespace, self.job_name)
+        if self.wait_for_deletion:
+            self.hook.wait_until_deleted(self.job_name, namespace, kind, self.deletion_timeout)
+            self.log.info("%s %s/%s is gone", self.kind, namespace, self.job_name)
+        return True

@@ -1,0 +1,166 @@
+"""Sensor that waits until a Pathways job has its head and at least ``min_slices`` slices ready."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_provider_pathways.resources import JobKind, proxy_address
+from airflow_provider_pathways.status import (
+    HEAD_REPLICATED_JOB,
+    WORKER_REPLICATED_JOB,
+    PathwaysJobStatus,
+)
+from airflow_provider_pathways.triggers.pathways_job import WaitUntil, validate_wait_arguments
+
+if TYPE_CHECKING:
+    from airflow.sdk.definitions.context import Context
+
+    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook, StatusOptions
+
+
+class PathwaysJobReadySensor(BaseSensorOperator):
+    """
+    Wait until the job's head is ready and at least ``min_slices`` worker slices are ready.
+
+    Returns (and pushes to XCom) the proxy address ``grpc://<name>-pathways-head-0-0.<name>:29000``.
+    Fails at once, without retries, when the job failed, was rejected or was deleted. A suspended
+    job is waited for, since the queue resumes it.
+
+    :param job_name: the job's name (templated).
+    :param namespace: its namespace; default: the connection's, then ``default``.
+    :param min_slices: slices needed; default: every slice of the job.
+    :param kind: ``PathwaysJob`` or ``JobSet``.
+    :param kubernetes_conn_id: cncf-kubernetes connection.
+    :param deferrable: wait in the triggerer (a watch, not a poll).
+    :param worker_replicated_job: name of the workers' replicated job in the JobSet.
+    :param head_replicated_job: name of the head's replicated job in the JobSet.
+    """
+
+    template_fields: Sequence[str] = ("job_name", "namespace", "min_slices", "kubernetes_conn_id")
+    ui_color = "#e6f4ea"
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        namespace: str | None = None,
+        min_slices: int | None = None,
+        kind: str = JobKind.PATHWAYS_JOB.value,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        worker_replicated_job: str = WORKER_REPLICATED_JOB,
+        head_replicated_job: str = HEAD_REPLICATED_JOB,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        validate_wait_arguments(name=job_name or "x", wait_until="ready", min_slices=None, kind=kind)
+        self.job_name = job_name
+        self.namespace = namespace
+        self.min_slices = min_slices
+        self.kind = kind
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
+        self.deferrable = deferrable
+        self.worker_replicated_job = worker_replicated_job
+        self.head_replicated_job = head_replicated_job
+
+    @cached_property
+    def hook(self) -> PathwaysJobHook:
+        from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+
+        return PathwaysJobHook(
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            config_file=self.config_file,
+            in_cluster=self.in_cluster,
+        )
+
+    @property
+    def status_options(self) -> StatusOptions:
+        from airflow_provider_pathways.hooks.kubernetes import StatusOptions
+
+        return StatusOptions(
+            kind=JobKind(self.kind),
+            worker_replicated_job=self.worker_replicated_job,
+            head_replicated_job=self.head_replicated_job,
+        )
+
+    def _min_slices(self) -> int | None:
+        if self.min_slices in (None, ""):
+            return None
+        value = int(self.min_slices)
+        if value < 1:
+            raise AirflowFailException(f"min_slices: {value} must be >= 1")
+        return value
+
+    def _check(self, status: PathwaysJobStatus) -> str | None:
+        """The proxy address when ready; raises when the job can never become ready."""
+        need = self._min_slices() or status.slices_total
+        if status.terminal:
+            failure = status.failure.value if status.failure else "finished"
+            raise AirflowFailException(
+                f"{status.namespace}/{status.name} will never be ready ({failure}): {status.message}"
+            )
+        if status.slices_total and need > status.slices_total:
+            raise AirflowFailException(
+                f"min_slices: {need} exceeds the job's {status.slices_total} slices; lower min_slices"
+            )
+        if status.ready_for(need):
+            return proxy_address(status.name, self.head_replicated_job)
+        self.log.info("%s", status.progress(need))
+        return None
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        namespace = self.hook.resolve_namespace(self.namespace)
+        address = self._check(self.hook.get_status(self.job_name, namespace, self.status_options))
+        return PokeReturnValue(is_done=address is not None, xcom_value=address)
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        namespace = self.hook.resolve_namespace(self.namespace)
+        address = self._check(self.hook.get_status(self.job_name, namespace, self.status_options))
+        if address is not None:
+            return address
+        from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
+
+        self.defer(
+            trigger=PathwaysJobTrigger(
+                name=self.job_name,
+                namespace=namespace,
+                kubernetes_conn_id=self.kubernetes_conn_id,
+                kind=self.kind,
+                wait_until=WaitUntil.READY.value,
+                min_slices=self._min_slices(),
+                worker_replicated_job=self.worker_replicated_job,
+                head_replicated_job=self.head_replicated_job,
+                cluster_context=self.cluster_context,
+                config_file=self.config_file,
+                in_cluster=self.in_cluster,
+                fail_on_suspend=False,
+                delete_on_kill=False,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout),
+        )
+        return None
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+        """Resume after the trigger fired."""
+        if event.get("status") != "done":
+            raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
+        address = self._check(PathwaysJobStatus.from_dict(event["job"]))
+        if address is None:
+            raise AirflowException(f"the trigger fired before {self.job_name} was ready: {event!r}")
+        return address

@@ -1,0 +1,198 @@
+"""Trigger that watches a PathwaysJob (or plain JobSet) until it is ready or finished."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from enum import Enum
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_provider_pathways.resources import JobKind
+from airflow_provider_pathways.status import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB, Phase
+
+if TYPE_CHECKING:
+    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+    from airflow_provider_pathways.status import PathwaysJobStatus
+
+
+def describe(err: BaseException) -> str:
+    """Short error text without response headers or bodies (which may echo credentials)."""
+    status = getattr(err, "status", None)
+    if status is not None:
+        return f"{type(err).__name__} HTTP {status} {getattr(err, 'reason', '') or ''}".rstrip()
+    return f"{type(err).__name__}: {err}"
+
+
+class WaitUntil(str, Enum):
+    """How long an operator or trigger follows a job."""
+
+    CREATED = "created"
+    READY = "ready"
+    FINISHED = "finished"
+
+
+def validate_wait_arguments(*, name: str, wait_until: str, min_slices: int | None, kind: str) -> None:
+    """Raise ValueError naming the argument when a wait is ill-defined."""
+    if not name:
+        raise ValueError("name: the job name is empty; pass the name of the PathwaysJob to follow")
+    if wait_until not in {w.value for w in WaitUntil}:
+        raise ValueError(f"wait_until: {wait_until!r} is not one of 'created', 'ready', 'finished'")
+    if min_slices is not None and (not isinstance(min_slices, int) or min_slices < 1):
+        raise ValueError(f"min_slices: {min_slices!r} must be an integer >= 1")
+    if kind not in {k.value for k in JobKind}:
+        raise ValueError(f"kind: {kind!r} must be 'PathwaysJob' or 'JobSet'")
+
+
+class PathwaysJobTrigger(BaseTrigger):
+    """
+    Watch a Pathways job and fire once it is ready (``min_slices``), finished, or failed.
+
+    :param name: job name.
+    :param namespace: job namespace.
+    :param kubernetes_conn_id: cncf-kubernetes connection.
+    :param kind: ``PathwaysJob`` or ``JobSet``.
+    :param wait_until: ``ready`` or ``finished``.
+    :param min_slices: worker slices that must be ready (``ready`` only).
+    :param fail_on_suspend: fire when the JobSet is suspended (preempted) instead of waiting.
+    :param delete_on_kill: delete the job when the user kills the deferred task.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        namespace: str,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        kind: str = JobKind.PATHWAYS_JOB.value,
+        wait_until: str = WaitUntil.FINISHED.value,
+        min_slices: int | None = None,
+        worker_replicated_job: str = WORKER_REPLICATED_JOB,
+        head_replicated_job: str = HEAD_REPLICATED_JOB,
+        main_container: str = "main",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+        fail_on_suspend: bool = True,
+        delete_on_kill: bool = True,
+        watch_timeout_seconds: int = 900,
+        deadline: float | None = None,
+    ) -> None:
+        super().__init__()
+        validate_wait_arguments(name=name, wait_until=wait_until, min_slices=min_slices, kind=kind)
+        if wait_until == WaitUntil.CREATED.value:
+            raise ValueError("wait_until: a trigger waits for 'ready' or 'finished', not 'created'")
+        if watch_timeout_seconds < 1:
+            raise ValueError("watch_timeout_seconds: must be >= 1")
+        self.name = name
+        self.namespace = namespace
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.kind = kind
+        self.wait_until = wait_until
+        self.min_slices = min_slices
+        self.worker_replicated_job = worker_replicated_job
+        self.head_replicated_job = head_replicated_job
+        self.main_container = main_container
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
+        self.fail_on_suspend = fail_on_suspend
+        self.delete_on_kill = delete_on_kill
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.deadline = deadline
+        self._fired = False
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "name": self.name,
+                "namespace": self.namespace,
+                "kubernetes_conn_id": self.kubernetes_conn_id,
+                "kind": self.kind,
+                "wait_until": self.wait_until,
+                "min_slices": self.min_slices,
+                "worker_replicated_job": self.worker_replicated_job,
+                "head_replicated_job": self.head_replicated_job,
+                "main_container": self.main_container,
+                "cluster_context": self.cluster_context,
+                "config_file": self.config_file,
+                "in_cluster": self.in_cluster,
+                "fail_on_suspend": self.fail_on_suspend,
+                "delete_on_kill": self.delete_on_kill,
+                "watch_timeout_seconds": self.watch_timeout_seconds,
+                "deadline": self.deadline,
+            },
+        )
+
+    @cached_property
+    def hook(self) -> PathwaysJobHook:
+        from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+
+        return PathwaysJobHook(
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            config_file=self.config_file,
+            in_cluster=self.in_cluster,
+        )
+
+    def _done(self, status: PathwaysJobStatus) -> bool:
+        if status.terminal:
+            return True
+        if status.phase is Phase.SUSPENDED:
+            return self.fail_on_suspend
+        return self.wait_until == WaitUntil.READY.value and status.ready_for(self.min_slices or 1)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_provider_pathways.hooks.kubernetes import StatusOptions
+
+        options = StatusOptions(
+            kind=JobKind(self.kind),
+            worker_replicated_job=self.worker_replicated_job,
+            head_replicated_job=self.head_replicated_job,
+            main_container=self.main_container,
+        )
+        need = self.min_slices if self.wait_until == WaitUntil.READY.value else None
+        statuses = self.hook.a_watch_status(
+            self.name, self.namespace, options, watch_timeout_seconds=self.watch_timeout_seconds
+        )
+        try:
+            while True:
+                remaining = None if self.deadline is None else max(self.deadline - time.time(), 0)
+                try:
+                    status = await asyncio.wait_for(statuses.__anext__(), remaining)
+                except asyncio.TimeoutError:
+                    self._fired = True
+                    yield TriggerEvent({"status": "timeout", "message": "the wait timed out"})
+                    return
+                self.log.info("%s", status.progress(need))
+                if self._done(status):
+                    self._fired = True
+                    yield TriggerEvent({"status": "done", "job": status.to_dict()})
+                    return
+        except StopAsyncIteration:
+            self._fired = True
+            yield TriggerEvent({"status": "error", "message": "the watch ended without a final status"})
+        except Exception as err:
+            self._fired = True
+            self.log.exception("Watching %s/%s failed", self.namespace, self.name)
+            yield TriggerEvent(
+                {
+                    "status": "error",
+                    "message": f"watching {self.namespace}/{self.name} failed: {describe(err)}",
+                }
+            )
+        finally:
+            await statuses.aclose()
+
+    async def on_kill(self) -> None:
+        """Delete the job when the user kills the deferred task; harmless if it is already gone."""
+        if self._fired or not self.delete_on_kill:
+            return
+        deleted = await self.hook.a_delete_job(self.name, self.namespace, JobKind(self.kind))
+        self.log.info(
+            "%s %s/%s on kill", "Deleted" if deleted else "Already gone:", self.namespace, self.name
+        )
