@@ -1,0 +1,40 @@
+# Two entry points: `make demo` and `make test`. Both work on a fresh Debian machine as root.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STATE := .sandbox
+
+.PHONY: demo test venv lint bench sandbox-slurm sandbox-down clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+sandbox-slurm:
+	@if [ -x sandbox/slurm/up.sh ]; then bash sandbox/slurm/up.sh; fi
+
+demo: venv
+	$(PY) -m sandbox.demo
+
+test: venv sandbox-slurm
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: venv
+	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+sandbox-down:
+	@if [ -x sandbox/slurm/down.sh ]; then bash sandbox/slurm/down.sh; fi
+	-$(PY) -m sandbox.kube stop --state-dir $(STATE)/kube 2>/dev/null
+
+clean: sandbox-down
+	rm -rf $(VENV) $(STATE)

@@ -1,0 +1,63 @@
+"""Batch inference: a headless PathwaysJob, a readiness sensor, inference tasks, and a teardown.
+
+The headless job (no controller template) runs the Pathways head and workers only. The sensor
+waits in the triggerer until the head and at least ``min_slices`` slices are ready and returns
+the proxy address, which inference tasks use as ``JAX_BACKEND_TARGET``. The teardown deletes the
+job whatever happened upstream.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pendulum
+from airflow.sdk import DAG, task
+
+from airflow_provider_pathways.operators.pathways_job import (
+    DeletePathwaysJobOperator,
+    PathwaysJobOperator,
+)
+from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
+from airflow_provider_pathways.spec import PathwaysJobSpec
+
+SCRATCH = os.environ.get("PATHWAYS_EXAMPLE_SCRATCH", "gs://my-pathways-bucket/pathways-scratch/infer")
+
+with DAG(
+    dag_id="example_pathways_batch_inference",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["pathways", "gke"],
+) as dag:
+    start = PathwaysJobOperator(
+        task_id="start_pathways",
+        job=PathwaysJobSpec.from_tpu_type("v5litepod-16", num_slices=4, pathways_dir=SCRATCH),
+        wait_until="created",
+        delete_on=("failure", "kill"),
+    )
+
+    ready = PathwaysJobReadySensor(
+        task_id="wait_for_slices",
+        job_name="{{ ti.xcom_pull(task_ids='start_pathways', key='name') }}",
+        namespace="{{ ti.xcom_pull(task_ids='start_pathways', key='namespace') }}",
+        min_slices=3,
+        deferrable=True,
+        timeout=3600,
+    )
+
+    @task
+    def run_inference(proxy_address: str, shard: int) -> dict[str, object]:
+        """Stand-in for a client task: a real one sets JAX_BACKEND_TARGET and runs the model."""
+        env = {"JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": proxy_address}
+        print(f"shard {shard}: would run inference with {env}")
+        return {"shard": shard, "backend": proxy_address}
+
+    results = run_inference.partial(proxy_address=ready.output).expand(shard=[0, 1])
+
+    delete = DeletePathwaysJobOperator(
+        task_id="delete_pathways",
+        job_name="{{ ti.xcom_pull(task_ids='start_pathways', key='name') }}",
+        namespace="{{ ti.xcom_pull(task_ids='start_pathways', key='namespace') }}",
+    )
+
+    start >> ready >> results >> delete.as_teardown(setups=start)

@@ -1,0 +1,59 @@
+"""Scheduled training on TPUs: one PathwaysJob whose controller template runs the JAX program.
+
+The task creates the PathwaysJob, waits for it in the triggerer (deferrable), copies the end of the
+program's log into the task log, and deletes the job when it finishes, fails or is killed. A
+preempted run is retried with backoff by ``PathwaysRetryPolicy``; a failing program is not.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
+from airflow_provider_pathways.retry import PathwaysRetryPolicy
+from airflow_provider_pathways.spec import PathwaysJobSpec
+
+SCRATCH = os.environ.get("PATHWAYS_EXAMPLE_SCRATCH", "gs://my-pathways-bucket/pathways-scratch/train")
+
+TRAINER = {
+    "spec": {
+        "containers": [
+            {
+                "name": "main",
+                "image": "python:3.12",
+                "command": ["bash", "-c"],
+                "args": [
+                    "pip install -q pathwaysutils jax && "
+                    "python -c 'import pathwaysutils, jax; pathwaysutils.initialize(); "
+                    'print("Number of JAX devices is", len(jax.devices()))\''
+                ],
+            }
+        ]
+    }
+}
+
+with DAG(
+    dag_id="example_pathways_training",
+    schedule="@daily",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    default_args={"retries": 3, "retry_delay": timedelta(minutes=2)},
+    tags=["pathways", "gke"],
+) as dag:
+    train = PathwaysJobOperator(
+        task_id="train",
+        job=PathwaysJobSpec.from_tpu_type(
+            "v6e-16",
+            num_slices=2,
+            pathways_dir=SCRATCH,
+            template=TRAINER,
+            max_restarts=1,
+        ),
+        wait_until="finished",
+        deferrable=True,
+        retry_policy=PathwaysRetryPolicy(base_delay=timedelta(minutes=2)),
+    )
