@@ -1,23 +1,37 @@
-"""Test session setup: an isolated Airflow home with a SQLite metadata database."""
+"""Test session setup: an isolated Airflow home (SQLite) and the sandbox services tests share."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Airflow reads its configuration at import time: set it before anything imports airflow.
 _AIRFLOW_HOME = Path(os.environ.get("PATHWAYS_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="airflow-home-"))
+DAGS_FOLDER = _AIRFLOW_HOME / "dags"
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
-os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS_FOLDER)
+os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME}/airflow.db"
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
-os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(_AIRFLOW_HOME / "dags"))
-os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_AIRFLOW_HOME}/airflow.db")
-(_AIRFLOW_HOME / "dags").mkdir(parents=True, exist_ok=True)
+
+# DAG files the tests run with dag.test(): they must live in the DAGs folder.
+DAG_SOURCES = (REPO_ROOT / "example_dags", REPO_ROOT / "tests" / "dags")
+
+
+def _install_dags() -> None:
+    DAGS_FOLDER.mkdir(parents=True, exist_ok=True)
+    for source in DAG_SOURCES:
+        for path in source.glob("*.py"):
+            shutil.copy2(path, DAGS_FOLDER / path.name)
 
 
 def _migrate_once() -> None:
@@ -33,5 +47,32 @@ def _migrate_once() -> None:
     marker.touch()
 
 
-def pytest_configure(config: object) -> None:
+def pytest_configure(config: pytest.Config) -> None:
+    _install_dags()
     _migrate_once()
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The Kubernetes stand-in with simulated Pathways controllers, wired as Airflow connections.
+
+    ``kubernetes_default`` and ``kube_sandbox`` point at it; DAG callbacks find it through
+    ``PATHWAYS_SANDBOX_KUBE_STATE``.
+    """
+    from sandbox.kube.launcher import start_kube_standin
+
+    state_dir = tmp_path_factory.mktemp("kube")
+    standin = start_kube_standin(state_dir)
+    saved = {k: os.environ.get(k) for k in ("AIRFLOW_CONN_KUBERNETES_DEFAULT", "AIRFLOW_CONN_KUBE_SANDBOX")}
+    os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = standin.airflow_connection()
+    os.environ["AIRFLOW_CONN_KUBE_SANDBOX"] = standin.airflow_connection()
+    os.environ["PATHWAYS_SANDBOX_KUBE_STATE"] = str(state_dir)
+    try:
+        yield standin
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        standin.stop()

@@ -212,12 +212,13 @@ class PathwaysJobHook(KubernetesHook):
             if options.main_container not in containers:
                 continue
             try:
-                return self.core_v1_client.read_namespaced_pod_log(
+                text = self.core_v1_client.read_namespaced_pod_log(
                     name=pod["metadata"]["name"],
                     namespace=namespace,
                     container=options.main_container,
                     tail_lines=tail_lines,
                 )
+                return text.decode(errors="replace") if isinstance(text, bytes) else str(text)
             except ApiException as err:
                 if err.status in (400, 404):
                     continue
@@ -362,12 +363,13 @@ class PathwaysJobHook(KubernetesHook):
                 if options.main_container not in {c.name for c in pod.spec.containers or []}:
                     continue
                 try:
-                    return await core.read_namespaced_pod_log(
+                    text = await core.read_namespaced_pod_log(
                         name=pod.metadata.name,
                         namespace=namespace,
                         container=options.main_container,
                         tail_lines=tail_lines,
                     )
+                    return text.decode(errors="replace") if isinstance(text, bytes) else str(text)
                 except AsyncApiException as err:
                     if err.status not in (400, 404):
                         raise

@@ -68,6 +68,8 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
     :param log_tail_lines: lines of the user program's log to copy into the task log at the end.
     :param worker_replicated_job: name of the workers' replicated job in the JobSet.
     :param head_replicated_job: name of the head's replicated job in the JobSet.
+    :param validate_spec: check the spec before sending it (``False`` leaves it to the cluster, e.g.
+        for a machine type newer than this provider knows).
     :param gcp_project: project of the GKE cluster, for the console links (default: connection).
     :param gke_cluster: GKE cluster name, for the console links (default: connection).
     :param gke_location: GKE cluster location, for the console links (default: connection).
@@ -118,6 +120,7 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
         gke_cluster: str | None = None,
         gke_location: str | None = None,
         deletion_timeout: float = 300.0,
+        validate_spec: bool = True,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("retry_policy", PathwaysRetryPolicy())
@@ -152,6 +155,7 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
         self.gke_cluster = gke_cluster
         self.gke_location = gke_location
         self.deletion_timeout = deletion_timeout
+        self.validate_spec = validate_spec
         self._spec: PathwaysJobSpec | None = None
         self._status: PathwaysJobStatus | None = None
         self._job_name: str | None = None
@@ -212,7 +216,8 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
             spec = dataclasses.replace(
                 spec, name=name, namespace=namespace, labels=labels, annotations=annotations
             )
-            spec.validate()
+            if self.validate_spec:
+                spec.validate()
         except PathwaysSpecError as err:
             raise PathwaysSpecRejected(f"the job spec is invalid, nothing was submitted:\n{err}") from err
         min_slices = self.required_slices(spec)

@@ -147,6 +147,12 @@ class PathwaysJobTrigger(BaseTrigger):
         return self.wait_until == WaitUntil.READY.value and status.ready_for(self.min_slices or 1)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        event = await self._wait()
+        self._fired = True
+        yield TriggerEvent(event)
+
+    async def _wait(self) -> dict[str, Any]:
+        """Follow the job until it is done; the event payload. The watch is closed before returning."""
         from airflow_provider_pathways.hooks.kubernetes import StatusOptions
 
         options = StatusOptions(
@@ -165,26 +171,18 @@ class PathwaysJobTrigger(BaseTrigger):
                 try:
                     status = await asyncio.wait_for(statuses.__anext__(), remaining)
                 except asyncio.TimeoutError:
-                    self._fired = True
-                    yield TriggerEvent({"status": "timeout", "message": "the wait timed out"})
-                    return
+                    return {"status": "timeout", "message": "the wait timed out"}
                 self.log.info("%s", status.progress(need))
                 if self._done(status):
-                    self._fired = True
-                    yield TriggerEvent({"status": "done", "job": status.to_dict()})
-                    return
+                    return {"status": "done", "job": status.to_dict()}
         except StopAsyncIteration:
-            self._fired = True
-            yield TriggerEvent({"status": "error", "message": "the watch ended without a final status"})
+            return {"status": "error", "message": "the watch ended without a final status"}
         except Exception as err:
-            self._fired = True
             self.log.exception("Watching %s/%s failed", self.namespace, self.name)
-            yield TriggerEvent(
-                {
-                    "status": "error",
-                    "message": f"watching {self.namespace}/{self.name} failed: {describe(err)}",
-                }
-            )
+            return {
+                "status": "error",
+                "message": f"watching {self.namespace}/{self.name} failed: {describe(err)}",
+            }
         finally:
             await statuses.aclose()
 

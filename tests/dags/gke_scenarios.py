@@ -1,0 +1,167 @@
+"""DAGs the GKE tests run with dag.test() against the Kubernetes stand-in.
+
+Behaviour of the simulated cluster is set with ``sandbox.pathways.dev/*`` annotations on the job
+(see sandbox/kube/README.md); each DAG uses its own namespace so tests can inspect it.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
+from airflow_provider_pathways.retry import PathwaysRetryPolicy
+from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
+from airflow_provider_pathways.spec import PathwaysJobSpec
+
+CONN = "kube_sandbox"
+KNOB = "sandbox.pathways.dev/"
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))
+PROGRAM_LOG = "\n".join(["loading checkpoint", "step 100: loss=0.51", "step 200: loss=0.33", "saved model"])
+TEMPLATE = {
+    "spec": {
+        "containers": [{"name": "main", "image": "python:3.12", "command": ["python", "train.py"]}],
+    }
+}
+
+
+def knobs(**values: Any) -> dict[str, str]:
+    """Annotations that steer the simulated controller."""
+    return {KNOB + key.replace("_", "-"): str(value) for key, value in values.items()}
+
+
+def spec(slices: int = 2, *, template: bool = True, max_restarts: int = 0) -> PathwaysJobSpec:
+    return PathwaysJobSpec.from_tpu_type(
+        "v5litepod-16",
+        num_slices=slices,
+        pathways_dir="gs://pathways-test-bucket/scratch",
+        template=TEMPLATE if template else None,
+        max_restarts=max_restarts,
+    )
+
+
+def sandbox() -> Any:
+    """The running stand-in (for callbacks that act on the cluster)."""
+    from sandbox.kube.launcher import connect_kube_standin
+
+    return connect_kube_standin(os.environ["PATHWAYS_SANDBOX_KUBE_STATE"])
+
+
+def resume_suspended_jobs(context: Any) -> None:
+    """on_retry_callback: the queue re-admits the suspended job before the retry reattaches."""
+    standin = sandbox()
+    namespace = context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="namespace")
+    name = context["ti"].xcom_pull(task_ids=context["ti"].task_id, key="name")
+    standin.action(namespace, name, "resume")
+
+
+def operator(task_id: str, namespace: str, job: Any, **kwargs: Any) -> PathwaysJobOperator:
+    kwargs.setdefault("retry_policy", FAST_RETRY)
+    kwargs.setdefault("retries", 2)
+    return PathwaysJobOperator(
+        task_id=task_id, job=job, namespace=namespace, kubernetes_conn_id=CONN, **kwargs
+    )
+
+
+with DAG("gke_train_deferrable", schedule=None, start_date=START) as train_deferrable:
+    operator(
+        "train",
+        "train-deferrable",
+        spec(),
+        deferrable=True,
+        annotations=knobs(program_log=PROGRAM_LOG),
+        log_tail_lines=3,
+        gcp_project="my-project",
+        gke_cluster="tpu-cluster",
+        gke_location="us-east5",
+    )
+
+with DAG("gke_train_polling", schedule=None, start_date=START) as train_polling:
+    operator(
+        "train",
+        "train-polling",
+        spec(),
+        deferrable=False,
+        poll_interval=0.1,
+        annotations=knobs(program_log=PROGRAM_LOG),
+    )
+
+with DAG("gke_jobset_mode", schedule=None, start_date=START) as jobset_mode:
+    operator("train", "jobset-mode", spec(), kind="JobSet", deferrable=True)
+
+with DAG("gke_program_fails", schedule=None, start_date=START) as program_fails:
+    operator(
+        "train",
+        "program-fails",
+        spec(),
+        deferrable=True,
+        retries=3,
+        annotations=knobs(
+            program_exit_code=3, program_log="Traceback (most recent call last):\nValueError: bad batch"
+        ),
+    )
+
+with DAG("gke_controller_rejects", schedule=None, start_date=START) as controller_rejects:
+    rejected = spec().to_pathwaysjob()
+    rejected["spec"]["workers"][0].update({"type": "ct6e-standard-4t", "topology": "3x3"})
+    operator("train", "controller-rejects", rejected, deferrable=True, retries=3, validate_spec=False)
+
+with DAG("gke_preempted_then_retried", schedule=None, start_date=START) as preempted_then_retried:
+    operator("train", "preempted", spec(), deferrable=True, annotations=knobs(program_seconds=1.5))
+
+with DAG("gke_suspended_reattach", schedule=None, start_date=START) as suspended_reattach:
+    operator(
+        "train",
+        "suspended",
+        spec(),
+        deferrable=True,
+        annotations=knobs(program_seconds=1.5),
+        on_retry_callback=resume_suspended_jobs,
+    )
+
+with DAG("gke_kill_on_timeout", schedule=None, start_date=START) as kill_on_timeout:
+    operator(
+        "train",
+        "killed",
+        spec(),
+        deferrable=False,
+        poll_interval=0.1,
+        retries=0,
+        execution_timeout=timedelta(seconds=2),
+        annotations=knobs(program_seconds=120),
+    )
+
+with DAG("gke_ready_then_sensor", schedule=None, start_date=START) as ready_then_sensor:
+    start = operator(
+        "start",
+        "ready",
+        spec(3, template=False),
+        wait_until="ready",
+        min_slices=2,
+        deferrable=True,
+        annotations=knobs(max_ready_slices=2, slice_delay=0.05),
+        delete_on=("failure", "kill"),
+    )
+    poke = PathwaysJobReadySensor(
+        task_id="ready_poke",
+        job_name="{{ ti.xcom_pull(task_ids='start', key='name') }}",
+        namespace="ready",
+        min_slices=2,
+        kubernetes_conn_id=CONN,
+        poke_interval=0.1,
+        timeout=30,
+    )
+    all_slices = PathwaysJobReadySensor(
+        task_id="all_slices_deferred",
+        job_name="{{ ti.xcom_pull(task_ids='start', key='name') }}",
+        namespace="ready",
+        kubernetes_conn_id=CONN,
+        deferrable=True,
+        timeout=3,
+    )
+    start >> [poke, all_slices]

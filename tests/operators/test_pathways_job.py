@@ -1,0 +1,182 @@
+"""PathwaysJobOperator end to end: real Airflow (dag.test) against the Kubernetes stand-in."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.airflow_runs import load_dag, run_dag
+
+DAGS = "gke_scenarios.py"
+pytestmark = pytest.mark.usefixtures("kube")
+
+
+def pathways_jobs(kube: Any, namespace: str) -> list[dict[str, Any]]:
+    listing = kube.request(
+        "GET", f"/apis/pathways-job.pathways.domain/v1/namespaces/{namespace}/pathwaysjobs"
+    )
+    return listing["items"]
+
+
+def jobsets(kube: Any, namespace: str) -> list[dict[str, Any]]:
+    return kube.request("GET", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets")["items"]
+
+
+def creates(kube: Any) -> int:
+    return kube.control("requests")["by_verb_resource"].get("create pathwaysjobs", 0)
+
+
+def act_when(
+    condition: Callable[[], Any], action: Callable[[Any], None], timeout: float = 30
+) -> threading.Thread:
+    """In the background, run ``action(value)`` once ``condition()`` returns a truthy value."""
+    failures: list[BaseException] = []
+
+    def loop() -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = condition()
+            if value:
+                try:
+                    action(value)
+                except BaseException as err:  # surfaced by the test through the thread's list
+                    failures.append(err)
+                return
+            time.sleep(0.02)
+        failures.append(TimeoutError("condition never held"))
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.failures = failures  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
+def running_jobset(kube: Any, namespace: str, min_ready: int = 1) -> str | None:
+    for js in jobsets(kube, namespace):
+        for rjob in (js.get("status") or {}).get("replicatedJobsStatus") or []:
+            if rjob.get("name") == "worker" and rjob.get("ready", 0) >= min_ready:
+                return js["metadata"]["name"]
+    return None
+
+
+def test_training_runs_to_completion_in_the_triggerer_and_is_deleted(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    outcome = run_dag(load_dag(DAGS, "gke_train_deferrable"))["train"]
+    logs = capfd.readouterr().out
+
+    assert outcome.state == "success"
+    status = outcome.xcom["status"]
+    assert status["phase"] == "succeeded"
+    assert (status["slices_ready"], status["slices_total"]) == (2, 2) or status["slices_total"] == 2
+    name = outcome.xcom["name"]
+    assert outcome.xcom["proxy_address"] == f"grpc://{name}-pathways-head-0-0.{name}:29000"
+    assert outcome.xcom["pathways_dir"] == "gs://pathways-test-bucket/scratch"
+    # progress and the end of the program's log reach the task log
+    assert "slices ready" in logs
+    assert "step 200: loss=0.33" in logs and "saved model" in logs
+    assert "loading checkpoint" not in logs  # only the last 3 lines
+    # links are persisted for the UI
+    assert outcome.xcom["_link_GKEWorkloadLink"].endswith(
+        f"/kubernetes/job/us-east5/tpu-cluster/train-deferrable/{name}-pathways-head-0/details?project=my-project"
+    )
+    assert "logs/query" in outcome.xcom["_link_CloudLoggingLink"]
+    # deleted on success, with everything it owned
+    assert pathways_jobs(kube, "train-deferrable") == []
+    assert jobsets(kube, "train-deferrable") == []
+
+
+def test_training_without_a_triggerer_polls_to_the_same_result(kube: Any) -> None:
+    outcome = run_dag(load_dag(DAGS, "gke_train_polling"))["train"]
+    assert outcome.state == "success"
+    assert outcome.xcom["status"]["phase"] == "succeeded"
+    assert pathways_jobs(kube, "train-polling") == []
+
+
+def test_plain_jobset_mode_runs_without_the_pathways_controller(kube: Any) -> None:
+    outcome = run_dag(load_dag(DAGS, "gke_jobset_mode"))["train"]
+    assert outcome.state == "success"
+    assert outcome.xcom["kind"] == "JobSet"
+    assert pathways_jobs(kube, "jobset-mode") == []
+    assert jobsets(kube, "jobset-mode") == []
+
+
+def test_failing_program_fails_at_once_with_its_exit_code_and_output(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    outcome = run_dag(load_dag(DAGS, "gke_program_fails"))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "failed"
+    assert outcome.try_number == 1  # retries=3, yet no retry
+    assert "exited with code 3" in logs
+    assert "ValueError: bad batch" in logs
+    assert "user_program_failed" in logs or "user program failed" in logs
+    assert pathways_jobs(kube, "program-fails") == []
+
+
+def test_topology_the_controller_rejects_fails_at_once_naming_it(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    outcome = run_dag(load_dag(DAGS, "gke_controller_rejects"))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "failed"
+    assert outcome.try_number == 1
+    assert "topology '3x3'" in logs and "ct6e-standard-4t" in logs
+    assert outcome.xcom["status"]["failure"] == "spec_rejected"
+
+
+def test_preempted_slice_is_retried_and_never_runs_two_jobs_at_once(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    kube.control("requests/reset")
+    namespace = "preempted"
+    preempted: list[str] = []
+
+    def preempt(name: str) -> None:
+        preempted.append(name)
+        kube.action(namespace, name, "preempt-slice", slice=1)
+
+    watcher = act_when(lambda: running_jobset(kube, namespace, 2), preempt)
+    outcome = run_dag(load_dag(DAGS, "gke_preempted_then_retried"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "success"
+    assert outcome.try_number == 2
+    assert "preemption, retrying with backoff" in logs
+    assert creates(kube) == 2  # the failed job was replaced once, after it was deleted
+    assert pathways_jobs(kube, namespace) == []
+
+
+def test_retry_reattaches_to_the_job_it_created(kube: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    kube.control("requests/reset")
+    namespace = "suspended"
+    uids: set[str] = set()
+
+    def suspend(name: str) -> None:
+        uids.add(pathways_jobs(kube, namespace)[0]["metadata"]["uid"])
+        kube.action(namespace, name, "suspend")
+
+    watcher = act_when(lambda: running_jobset(kube, namespace, 1), suspend)
+    outcome = run_dag(load_dag(DAGS, "gke_suspended_reattach"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "success"
+    assert outcome.try_number == 2
+    assert "Reconnecting to existing job" in logs
+    assert creates(kube) == 1
+    assert len(uids) == 1
+
+
+def test_killed_task_deletes_its_job_and_a_second_kill_is_harmless(kube: Any) -> None:
+    dag = load_dag(DAGS, "gke_kill_on_timeout")
+    outcome = run_dag(dag)["train"]
+    assert outcome.state == "failed"
+    assert pathways_jobs(kube, "killed") == []
+    dag.get_task("train").on_kill()  # again: the job is already gone
+    assert pathways_jobs(kube, "killed") == []
