@@ -1,0 +1,235 @@
+"""Start, reuse and stop the Kubernetes stand-in as a subprocess (tests, demo, benchmarks).
+
+``start_kube_standin(state_dir)`` spawns ``python -m sandbox.kube`` with the current interpreter and
+waits (with a deadline) until it has written ``state_dir/kube.json``. ``connect_kube_standin`` reuses
+one that is already running from its state dir; ``ensure_kube_standin`` does either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TOKEN_ENV = "SANDBOX_KUBE_TOKEN"
+KUBE_JSON = "kube.json"
+LOG_FILE = "kube.log"
+_GET_PATHS = frozenset({"requests", "state"})
+
+
+class KubeStandinError(RuntimeError):
+    """The stand-in did not start, or a control request failed."""
+
+
+@dataclass
+class KubeStandin:
+    """A running stand-in: its URL, bearer token and kubeconfig path."""
+
+    url: str
+    token: str
+    kubeconfig: Path
+    pid: int
+    state_dir: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        """An authenticated JSON request to the stand-in; returns the decoded JSON answer."""
+        query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+        url = f"{self.url}/{path.lstrip('/')}" + (f"?{query}" if query else "")
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as err:
+            raise KubeStandinError(
+                f"{method} {path} -> {err.code}: {err.read().decode(errors='replace')}"
+            ) from None
+        return json.loads(raw) if raw.strip() else None
+
+    def control(self, path: str, method: str | None = None, **params: Any) -> Any:
+        """Call a ``/sandbox/`` endpoint, e.g. ``control("compact")`` or
+        ``control("namespaces/default/jobsets/x/preempt-slice", slice=1)``.
+
+        GET for ``requests`` and ``state``, POST otherwise (override with ``method``).
+        """
+        path = path.strip("/")
+        path = path.removeprefix("sandbox/")
+        verb = method or ("GET" if path in _GET_PATHS else "POST")
+        return self.request(verb, f"/sandbox/{path}", **params)
+
+    def action(self, namespace: str, jobset: str, action: str, **params: Any) -> Any:
+        """Run a scenario action on a JobSet (``preempt-slice``, ``fail-program``, ``evict``, ...)."""
+        return self.control(f"namespaces/{namespace}/jobsets/{jobset}/{action}", **params)
+
+    def airflow_connection(self, namespace: str = "default") -> str:
+        """JSON for an ``AIRFLOW_CONN_<ID>`` variable: a ``kubernetes`` connection using the kubeconfig."""
+        return json.dumps(
+            {
+                "conn_type": "kubernetes",
+                "extra": {"kube_config_path": str(self.kubeconfig), "namespace": namespace},
+            }
+        )
+
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        return _pid_alive(self.pid)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the stand-in (SIGTERM, then SIGKILL after ``timeout``)."""
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.terminate()
+                try:
+                    self.process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(timeout)
+        elif _pid_alive(self.pid):
+            os.kill(self.pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while _pid_alive(self.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _pid_alive(self.pid):
+                os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            info = json.loads((self.state_dir / KUBE_JSON).read_text())
+            if info.get("pid") == self.pid:
+                (self.state_dir / KUBE_JSON).unlink()
+
+    def __enter__(self) -> KubeStandin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(FileNotFoundError, OSError):
+        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+            return False
+    return True
+
+
+def _read_info(state_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((state_dir / KUBE_JSON).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _from_info(state_dir: Path, info: dict[str, Any], process: subprocess.Popen[bytes] | None) -> KubeStandin:
+    return KubeStandin(
+        url=info["url"],
+        token=info["token"],
+        kubeconfig=Path(info["kubeconfig"]),
+        pid=int(info["pid"]),
+        state_dir=state_dir,
+        process=process,
+    )
+
+
+def start_kube_standin(
+    state_dir: Path,
+    token: str | None = None,
+    *,
+    timeout: float = 30.0,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    extra_args: tuple[str, ...] = (),
+    detach: bool = False,
+) -> KubeStandin:
+    """Spawn the stand-in and wait until it listens (``kube.json`` written); raise on failure.
+
+    By default the stand-in exits when this process exits; ``detach=True`` leaves it running
+    (e.g. for a demo), to be reused with ``connect_kube_standin`` and stopped with ``stop()``.
+    """
+    state_dir = Path(state_dir).resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        (state_dir / KUBE_JSON).unlink()
+    token = token or secrets.token_urlsafe(24)
+    env = dict(os.environ)
+    env[TOKEN_ENV] = token
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    cmd = [
+        sys.executable,
+        "-m",
+        "sandbox.kube",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--state-dir",
+        str(state_dir),
+        *(() if detach else ("--exit-with-parent",)),
+        *extra_args,
+    ]
+    log_path = state_dir / LOG_FILE
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            cmd,
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = _read_info(state_dir)
+        if info and info.get("pid") == process.pid:
+            return _from_info(state_dir, info, process)
+        if process.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise KubeStandinError(f"the kube stand-in exited with code {process.returncode}:\n{tail}")
+        time.sleep(0.02)
+    process.kill()
+    process.wait()
+    raise KubeStandinError(f"the kube stand-in did not write {state_dir / KUBE_JSON} within {timeout}s")
+
+
+def connect_kube_standin(state_dir: Path) -> KubeStandin | None:
+    """The stand-in already running from ``state_dir``, or None if there is none (or it is dead)."""
+    state_dir = Path(state_dir).resolve()
+    info = _read_info(state_dir)
+    if not info or not _pid_alive(int(info.get("pid", 0))):
+        return None
+    standin = _from_info(state_dir, info, None)
+    try:
+        standin.request("GET", "/version")
+    except (KubeStandinError, OSError):
+        return None
+    return standin
+
+
+def ensure_kube_standin(
+    state_dir: Path, token: str | None = None, *, timeout: float = 30.0, detach: bool = True
+) -> KubeStandin:
+    """Reuse the stand-in running from ``state_dir``, else start one (detached by default)."""
+    return connect_kube_standin(state_dir) or start_kube_standin(
+        state_dir, token, timeout=timeout, detach=detach
+    )

@@ -1,0 +1,241 @@
+"""Watch streams through ``kubernetes`` and ``kubernetes_asyncio``: resume, 410, drop, timeouts, load."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes import client as k8s
+from kubernetes import watch as k8s_watch
+from kubernetes_asyncio import client as aclient
+from kubernetes_asyncio import config as aconfig
+from kubernetes_asyncio import watch as awatch
+
+PW = ("pathways-job.pathways.domain", "v1")
+PATH = "/apis/pathways-job.pathways.domain/v1/namespaces/{ns}/pathwaysjobs"
+
+
+async def _async_api(kube: Any) -> aclient.ApiClient:
+    return await aconfig.new_client_from_config(config_file=str(kube.kubeconfig))
+
+
+def _create(custom: k8s.CustomObjectsApi, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    return custom.create_namespaced_custom_object(*PW, namespace, "pathwaysjobs", manifest)
+
+
+def _quiet(make: Any, name: str, **labels: str) -> dict[str, Any]:
+    """A PathwaysJob whose controller writes no status (invalid topology sets only terminalState)."""
+    return make(name, headless=True, topology="3x3", labels=labels or None)
+
+
+def test_sync_watch_resumes_from_resource_version(custom, namespace, make_pathways_job, wait_for):
+    first = _create(custom, namespace, _quiet(make_pathways_job, "w1"))
+    wait_for(
+        lambda: custom.get_namespaced_custom_object(*PW, namespace, "pathwaysjobs", "w1").get("status"),
+        what="controller status write",
+    )
+    since = first["metadata"]["resourceVersion"]
+    _create(custom, namespace, _quiet(make_pathways_job, "w2"))
+    custom.delete_namespaced_custom_object(*PW, namespace, "pathwaysjobs", "w1")
+    seen = []
+    stream = k8s_watch.Watch().stream(
+        custom.list_namespaced_custom_object,
+        *PW,
+        namespace,
+        "pathwaysjobs",
+        resource_version=since,
+        timeout_seconds=1,
+    )
+    for event in stream:
+        seen.append((event["type"], event["object"]["metadata"]["name"]))
+        if ("DELETED", "w1") in seen:
+            break
+    assert seen[0] == ("MODIFIED", "w1")  # the controller's terminalState write
+    assert ("ADDED", "w2") in seen and seen[-1] == ("DELETED", "w1")
+
+
+def test_sync_watch_initial_state_and_timeout(custom, namespace, make_pathways_job):
+    _create(custom, namespace, _quiet(make_pathways_job, "init"))
+    started = time.monotonic()
+    events = list(
+        k8s_watch.Watch().stream(
+            custom.list_namespaced_custom_object,
+            *PW,
+            namespace,
+            "pathwaysjobs",
+            resource_version="0",
+            timeout_seconds=1,
+        )
+    )
+    elapsed = time.monotonic() - started
+    assert [e["type"] for e in events][:1] == ["ADDED"] and events[0]["object"]["metadata"]["name"] == "init"
+    assert 0.9 <= elapsed < 3.0
+
+
+async def test_async_watch_sends_watch_true_and_label_transitions(kube, custom, namespace, make_pathways_job):
+    api = await _async_api(kube)
+    try:
+        aco = aclient.CustomObjectsApi(api)
+        listing = await aco.list_namespaced_custom_object(*PW, namespace, "pathwaysjobs")
+        since = listing["metadata"]["resourceVersion"]
+        _create(custom, namespace, _quiet(make_pathways_job, "sel", tier="gold"))
+        custom.patch_namespaced_custom_object(
+            *PW, namespace, "pathwaysjobs", "sel", {"metadata": {"labels": {"tier": "x"}}}
+        )
+        seen = []
+        async with awatch.Watch().stream(
+            aco.list_namespaced_custom_object,
+            *PW,
+            namespace,
+            "pathwaysjobs",
+            label_selector="tier=gold",
+            resource_version=since,
+            timeout_seconds=1,
+        ) as stream:
+            async for event in stream:
+                seen.append(event["type"])
+                if event["type"] == "DELETED":
+                    break
+        # ADDED (created matching), maybe MODIFIED (controller status), DELETED (label no longer matches).
+        assert seen[0] == "ADDED" and seen[-1] == "DELETED"
+    finally:
+        await api.close()
+
+
+async def test_raw_watch_true_lowercase_and_bookmarks(kube, custom, namespace, make_pathways_job):
+    headers = {"Authorization": f"Bearer {kube.token}"}
+    url = kube.url + PATH.format(ns=namespace)
+    async with aiohttp.ClientSession(headers=headers) as session:
+        params = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": "2",
+            "resourceVersion": "0",
+        }
+        async with session.get(url, params=params) as resp:
+            assert resp.status == 200
+            _create(custom, namespace, _quiet(make_pathways_job, "raw"))
+            types = []
+            while True:
+                line = await resp.content.readline()
+                if not line:
+                    break
+                event = json.loads(line)
+                types.append(event["type"])
+                if event["type"] == "BOOKMARK":
+                    assert int(event["object"]["metadata"]["resourceVersion"]) > 0
+                    break
+            assert "ADDED" in types and types[-1] == "BOOKMARK"
+
+
+def test_expired_after_compact_sync_and_async(kube, custom, namespace, make_pathways_job):
+    created = _create(custom, namespace, _quiet(make_pathways_job, "old"))
+    _create(custom, namespace, _quiet(make_pathways_job, "newer"))
+    kube.control("compact")
+    with pytest.raises(k8s.ApiException) as exc:
+        for _ in k8s_watch.Watch().stream(
+            custom.list_namespaced_custom_object,
+            *PW,
+            namespace,
+            "pathwaysjobs",
+            resource_version=created["metadata"]["resourceVersion"],
+            timeout_seconds=2,
+        ):
+            pass
+    assert exc.value.status == 410 and "Expired" in exc.value.reason
+
+    async def run() -> None:
+        api = await _async_api(kube)
+        try:
+            aco = aclient.CustomObjectsApi(api)
+            with pytest.raises(aclient.ApiException) as aexc:
+                async with awatch.Watch().stream(
+                    aco.list_namespaced_custom_object,
+                    *PW,
+                    namespace,
+                    "pathwaysjobs",
+                    resource_version=created["metadata"]["resourceVersion"],
+                    timeout_seconds=2,
+                ) as stream:
+                    async for _ in stream:
+                        pass
+            assert aexc.value.status == 410
+        finally:
+            await api.close()
+
+    asyncio.run(run())
+    # A watch from the current resourceVersion is still fine after compaction.
+    current = custom.list_namespaced_custom_object(*PW, namespace, "pathwaysjobs")["metadata"][
+        "resourceVersion"
+    ]
+    events = list(
+        k8s_watch.Watch().stream(
+            custom.list_namespaced_custom_object,
+            *PW,
+            namespace,
+            "pathwaysjobs",
+            resource_version=current,
+            timeout_seconds=1,
+        )
+    )
+    assert all(e["type"] != "ERROR" for e in events)
+
+
+async def test_dropped_watch_breaks_the_stream(kube, namespace):
+    api = await _async_api(kube)
+    try:
+        aco = aclient.CustomObjectsApi(api)
+        w = awatch.Watch()
+
+        async def consume() -> None:
+            async for _ in w.stream(
+                aco.list_namespaced_custom_object, *PW, namespace, "pathwaysjobs", timeout_seconds=30
+            ):
+                pass
+
+        task = asyncio.create_task(consume())
+        deadline = time.monotonic() + 5
+        while kube.control("state")["openWatches"] < 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        started = time.monotonic()
+        assert kube.control("watches/drop")["dropped"] >= 1
+        with pytest.raises(
+            (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, aiohttp.ServerDisconnectedError)
+        ):
+            await asyncio.wait_for(task, 5)
+        assert time.monotonic() - started < 5
+    finally:
+        await api.close()
+
+
+async def test_500_concurrent_watches_stay_responsive(kube, custom, namespace, make_pathways_job):
+    headers = {"Authorization": f"Bearer {kube.token}"}
+    url = kube.url + PATH.format(ns=namespace)
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
+        responses = await asyncio.gather(
+            *(session.get(url, params={"watch": "true", "timeoutSeconds": "30"}) for _ in range(500))
+        )
+        try:
+            assert all(r.status == 200 for r in responses)
+            started = time.monotonic()
+            async with session.get(f"{kube.url}/version") as version:
+                assert version.status == 200
+            assert time.monotonic() - started < 1.0
+            _create(custom, namespace, _quiet(make_pathways_job, "fanout"))
+
+            async def first_event(resp: aiohttp.ClientResponse) -> dict[str, Any]:
+                return json.loads(await resp.content.readline())
+
+            events = await asyncio.wait_for(asyncio.gather(*(first_event(r) for r in responses)), 15)
+            assert all(e["type"] == "ADDED" and e["object"]["metadata"]["name"] == "fanout" for e in events)
+            started = time.monotonic()
+            listing = custom.list_namespaced_custom_object(*PW, namespace, "pathwaysjobs")
+            assert listing["items"] and time.monotonic() - started < 1.0
+        finally:
+            for resp in responses:
+                resp.close()
