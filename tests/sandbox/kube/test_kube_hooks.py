@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
-from conftest import CONN_ID
 
 PW = ("pathways-job.pathways.domain", "v1")
+CONN_ID = "kube_sandbox"  # set by the session fixture in conftest.py
 
 
 def test_sync_hook_custom_objects_pods_logs_jobs(kube, namespace, make_pathways_job, wait_for):
