@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
 from airflow_provider_pathways.resources import JobKind, proxy_address
 from airflow_provider_pathways.status import (
@@ -150,6 +151,7 @@ class PathwaysJobReadySensor(BaseSensorOperator):
                 in_cluster=self.in_cluster,
                 fail_on_suspend=False,
                 delete_on_kill=False,
+                deadline=time.time() + self.timeout,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),
@@ -158,6 +160,8 @@ class PathwaysJobReadySensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         """Resume after the trigger fired."""
+        if event.get("status") == "timeout":
+            raise AirflowSensorTimeout(f"{self.job_name} was not ready within {self.timeout}s")
         if event.get("status") != "done":
             raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
         address = self._check(PathwaysJobStatus.from_dict(event["job"]))

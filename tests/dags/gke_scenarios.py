@@ -165,3 +165,75 @@ with DAG("gke_ready_then_sensor", schedule=None, start_date=START) as ready_then
         timeout=3,
     )
     start >> [poke, all_slices]
+
+
+def _invalid(path: str, value: Any) -> dict[str, Any]:
+    """A valid manifest with one field changed (``path`` like ``spec.workers.0.topology``)."""
+    manifest = spec().to_pathwaysjob()
+    target: Any = manifest
+    *parents, last = path.split(".")
+    for part in parents:
+        target = target[int(part)] if part.isdigit() else target[part]
+    if value is _DROP:
+        del target[last]
+    else:
+        target[int(last) if last.isdigit() else last] = value
+    return manifest
+
+
+_DROP = object()
+# (task id, field path named in the error, manifest)
+INVALID_SPECS: list[tuple[str, str, dict[str, Any]]] = [
+    ("bad_topology", "spec.workers[0].topology", _invalid("spec.workers.0.topology", "3x3")),
+    ("bad_3d_topology", "spec.workers[0].topology", _invalid("spec.workers.0.topology", "2x2x2")),
+    ("bad_machine_type", "spec.workers[0].type", _invalid("spec.workers.0.type", "n2-standard-8")),
+    ("zero_slices", "spec.workers[0].numSlices", _invalid("spec.workers.0.numSlices", 0)),
+    (
+        "negative_slice_restarts",
+        "spec.workers[0].maxSliceRestarts",
+        _invalid("spec.workers.0.maxSliceRestarts", -1),
+    ),
+    ("negative_restarts", "spec.maxRestarts", _invalid("spec.maxRestarts", -2)),
+    ("elastic_too_many", "spec.controller.elasticSlices", _invalid("spec.controller.elasticSlices", 2)),
+    ("negative_elastic", "spec.controller.elasticSlices", _invalid("spec.controller.elasticSlices", -1)),
+    ("scratch_not_gs", "spec.pathwaysDir", _invalid("spec.pathwaysDir", "s3://bucket/x")),
+    ("scratch_bad_bucket", "spec.pathwaysDir", _invalid("spec.pathwaysDir", "gs://UPPER_case/x")),
+    ("scratch_missing", "spec.pathwaysDir", _invalid("spec.pathwaysDir", _DROP)),
+    ("bad_version_tag", "spec.pathwaysVersion", _invalid("spec.pathwaysVersion", "jax 0.5.3")),
+    ("bad_mode", "spec.controller.deploymentMode", _invalid("spec.controller.deploymentMode", "sideways")),
+    (
+        "main_not_in_template",
+        "spec.controller.mainContainerName",
+        _invalid("spec.controller.mainContainerName", "jax"),
+    ),
+    ("bad_name", "metadata.name", _invalid("metadata.name", "Train_Job")),
+    ("long_name", "metadata.name", _invalid("metadata.name", "a" * 50)),
+    ("bad_label", "metadata.labels", _invalid("metadata.labels", {"team": "ml research"})),
+    (
+        "bad_component",
+        "spec.customComponents[0].componentType",
+        _invalid("spec.customComponents", [{"componentType": "gpu"}]),
+    ),
+    (
+        "duplicate_component",
+        "spec.customComponents",
+        _invalid(
+            "spec.customComponents",
+            [{"componentType": "worker", "image": "a:1"}, {"componentType": "worker", "image": "b:1"}],
+        ),
+    ),
+    (
+        "bad_grace",
+        "spec.workers[0].terminationGracePeriodSeconds",
+        _invalid("spec.workers.0.terminationGracePeriodSeconds", -5),
+    ),
+    (
+        "bad_node_selector",
+        "spec.workers[0].nodeSelector",
+        _invalid("spec.workers.0.nodeSelector", {"pool": 3}),
+    ),
+]
+
+with DAG("gke_invalid_specs", schedule=None, start_date=START) as invalid_specs:
+    for task_id, _field, manifest in INVALID_SPECS:
+        operator(task_id, "invalid-specs", manifest, retries=2)

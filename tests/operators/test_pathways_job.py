@@ -180,3 +180,20 @@ def test_killed_task_deletes_its_job_and_a_second_kill_is_harmless(kube: Any) ->
     assert pathways_jobs(kube, "killed") == []
     dag.get_task("train").on_kill()  # again: the job is already gone
     assert pathways_jobs(kube, "killed") == []
+
+
+def test_invalid_specs_fail_before_anything_is_sent(kube: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    from tests.airflow_runs import _module
+
+    cases = _module(DAGS).INVALID_SPECS
+    assert len(cases) >= 20
+    kube.control("requests/reset")
+    outcomes = run_dag(load_dag(DAGS, "gke_invalid_specs"))
+    logs = capfd.readouterr().out
+    for task_id, field, _manifest in cases:
+        assert outcomes[task_id].state == "failed", task_id
+        assert outcomes[task_id].try_number == 1, task_id  # a rejected spec is not retried
+        assert field in logs, f"{task_id}: no error naming {field}"
+    counts = kube.control("requests")["by_verb"]
+    assert counts.get("create", 0) == 0
+    assert pathways_jobs(kube, "invalid-specs") == []

@@ -1,0 +1,165 @@
+"""PathwaysJobHook against the Kubernetes stand-in: status summaries and a watch that loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from airflow_provider_pathways.failures import FailureClass
+from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook, StatusOptions
+from airflow_provider_pathways.resources import PATHWAYS_JOB, JobKind
+from airflow_provider_pathways.status import Phase
+from tests.gke import CONN, new_spec, wait_for
+
+pytestmark = pytest.mark.usefixtures("kube")
+NS = "hook-tests"
+
+
+@pytest.fixture
+def hook() -> PathwaysJobHook:
+    return PathwaysJobHook(kubernetes_conn_id=CONN)
+
+
+def status_when(hook: PathwaysJobHook, name: str, check: Any, what: str, namespace: str = NS) -> Any:
+    return wait_for(lambda: (s := hook.get_status(name, namespace)) and check(s) and s, what=what)
+
+
+def test_slices_come_up_one_by_one_and_the_program_completes(hook: PathwaysJobHook) -> None:
+    spec = new_spec(NS, slices=3, slice_delay_seconds=0.2, program_seconds=0.5)
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    seen = set()
+
+    def progressed(status: Any) -> bool:
+        seen.add(status.slices_ready)
+        return status.phase is Phase.SUCCEEDED
+
+    final = status_when(hook, spec.name, progressed, "completion")
+    assert {1, 2} <= seen  # partial readiness is visible, slice by slice
+    assert final.slices_total == 3 and final.failure is None
+    assert "Number of JAX devices is" in hook.read_main_container_log(spec.name, NS)
+    assert hook.delete_job(spec.name, NS) is True
+    hook.wait_until_deleted(spec.name, NS, JobKind.PATHWAYS_JOB, 15)
+    assert hook.delete_job(spec.name, NS) is False  # already gone: fine
+
+
+def test_failing_program_reports_its_exit_code(hook: PathwaysJobHook) -> None:
+    spec = new_spec(NS, program_exit_code=7, program_log="boom")
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    final = status_when(hook, spec.name, lambda s: s.terminal, "failure")
+    assert final.failure is FailureClass.USER_PROGRAM_FAILED
+    assert final.exit_code == 7
+    assert "exited with code 7" in final.message
+
+
+def test_program_failure_is_recognised_from_jobs_when_pods_are_gone(hook: PathwaysJobHook) -> None:
+    spec = new_spec(NS, program_exit_code=2, delete_pods_after_failure="true")
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    final = status_when(hook, spec.name, lambda s: s.terminal, "failure")
+    wait_for(lambda: not hook.list_pods(spec.name, NS), what="pods to vanish")
+    final = hook.get_status(spec.name, NS)
+    assert final.failure is FailureClass.USER_PROGRAM_FAILED
+    assert "pods are gone" in final.message
+
+
+@pytest.mark.parametrize("action", ["preempt-slice", "lose-node"])
+def test_lost_slice_without_restarts_left_is_preemption(
+    hook: PathwaysJobHook, kube: Any, action: str
+) -> None:
+    spec = new_spec(NS, program_seconds=30)
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    status_when(hook, spec.name, lambda s: s.slices_ready == 2, "slices ready")
+    kube.action(NS, spec.name, action, slice=0)
+    final = status_when(hook, spec.name, lambda s: s.terminal, "failure")
+    assert final.failure is FailureClass.PREEMPTED
+    assert "preempted" in final.message
+    hook.delete_job(spec.name, NS)
+
+
+def test_preempted_slice_with_restarts_left_restarts_the_jobset(hook: PathwaysJobHook, kube: Any) -> None:
+    spec = new_spec(NS, max_restarts=2, program_seconds=1)
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    status_when(hook, spec.name, lambda s: s.slices_ready == 2, "slices ready")
+    kube.action(NS, spec.name, "preempt-slice", slice=1)
+    final = status_when(hook, spec.name, lambda s: s.terminal, "completion after restart")
+    assert final.phase is Phase.SUCCEEDED
+    assert final.restarts == 1
+
+
+@pytest.mark.parametrize("action", ["suspend", "evict"])
+def test_suspension_and_eviction_are_preemption_not_failure(
+    hook: PathwaysJobHook, kube: Any, action: str
+) -> None:
+    spec = new_spec(NS, program_seconds=30)
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    status_when(hook, spec.name, lambda s: s.slices_ready == 2, "slices ready")
+    kube.action(NS, spec.name, action)
+    status = status_when(hook, spec.name, lambda s: s.phase is Phase.SUSPENDED, "suspension")
+    assert status.failure is FailureClass.PREEMPTED and not status.terminal
+    kube.action(NS, spec.name, "resume")
+    status_when(hook, spec.name, lambda s: s.phase is Phase.RUNNING, "resumed")
+    hook.delete_job(spec.name, NS)
+
+
+def test_invalid_topology_is_a_rejected_spec_naming_the_topology(hook: PathwaysJobHook) -> None:
+    manifest = new_spec(NS).to_pathwaysjob()
+    manifest["spec"]["workers"][0].update({"type": "ct6e-standard-4t", "topology": "3x3"})
+    hook.create_job(manifest, NS)
+    name = manifest["metadata"]["name"]
+    final = status_when(hook, name, lambda s: s.terminal, "rejection")
+    assert final.failure is FailureClass.SPEC_REJECTED
+    assert "'3x3'" in final.message and "ct6e-standard-4t" in final.message
+    assert hook.get_object(PATHWAYS_JOB, name, NS) is not None
+
+
+def test_deleted_job_is_reported_as_gone(hook: PathwaysJobHook) -> None:
+    status = hook.get_status("never-created", NS)
+    assert status.phase is Phase.DELETED and status.terminal
+
+
+def test_worker_replicated_job_name_is_configurable(hook: PathwaysJobHook) -> None:
+    spec = new_spec(NS)
+    jobset = spec.to_jobset()
+    for rjob in jobset["spec"]["replicatedJobs"]:
+        if rjob["name"] == "worker":
+            rjob["name"] = "pathways-worker"
+    hook.create_job(jobset, NS)
+    options = StatusOptions(kind=JobKind.JOBSET, worker_replicated_job="pathways-worker")
+    final = wait_for(
+        lambda: (s := hook.get_status(spec.name, NS, options)) and s.terminal and s, what="completion"
+    )
+    assert final.phase is Phase.SUCCEEDED and final.slices_total == 2
+
+
+async def test_watch_survives_a_dropped_stream_and_a_410(hook: PathwaysJobHook, kube: Any) -> None:
+    spec = new_spec(NS, slices=3, slice_delay_seconds=0.3, program_seconds=0.5)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    kube.control("requests/reset")
+    seen: list[Any] = []
+
+    async def follow() -> None:
+        async for status in hook.a_watch_status(spec.name, NS, watch_timeout_seconds=60):
+            seen.append(status)
+            if status.slices_ready == 1 and len([s for s in seen if s.slices_ready == 1]) == 1:
+                await asyncio.to_thread(kube.control, "watches/drop")
+            if status.slices_ready == 2 and len([s for s in seen if s.slices_ready == 2]) == 1:
+                await asyncio.to_thread(kube.control, "compact")
+                await asyncio.to_thread(kube.control, "watches/drop")
+
+    await asyncio.wait_for(follow(), 30)
+    assert seen[-1].phase is Phase.SUCCEEDED
+    assert [s.slices_ready for s in seen if s.phase is not Phase.SUCCEEDED][-1] == 3
+    watches = kube.control("requests")["by_verb"].get("watch", 0)
+    assert watches >= 3  # the stream was reopened after each drop
+
+
+async def test_watch_costs_a_few_requests_not_one_per_change(hook: PathwaysJobHook, kube: Any) -> None:
+    spec = new_spec(NS, slices=4, slice_delay_seconds=0.1, program_seconds=0.3)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    kube.control("requests/reset")
+    statuses = [s async for s in hook.a_watch_status(spec.name, NS)]
+    requests = kube.control("requests")["total"]
+    assert statuses[-1].phase is Phase.SUCCEEDED
+    assert len(statuses) >= 4
+    assert requests <= 10, kube.control("requests")

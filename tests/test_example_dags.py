@@ -1,0 +1,41 @@
+"""The example DAGs run end to end against the sandbox, as `make demo` shows them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.airflow_runs import load_dag, run_dag
+
+pytestmark = pytest.mark.usefixtures("kube")
+
+
+def jobs_in(kube: Any, namespace: str) -> list[str]:
+    listing = kube.request(
+        "GET", f"/apis/pathways-job.pathways.domain/v1/namespaces/{namespace}/pathwaysjobs"
+    )
+    return [item["metadata"]["name"] for item in listing["items"]]
+
+
+def test_training_example_trains_and_cleans_up(kube: Any) -> None:
+    outcomes = run_dag(load_dag("example_pathways_training.py", "example_pathways_training"))
+    assert outcomes["train"].state == "success"
+    assert outcomes["train"].xcom["status"]["phase"] == "succeeded"
+    assert jobs_in(kube, "default") == []
+
+
+def test_batch_inference_example_hands_the_proxy_address_downstream_and_tears_down(kube: Any) -> None:
+    outcomes = run_dag(load_dag("example_pathways_batch_inference.py", "example_pathways_batch_inference"))
+    assert {k: v.state for k, v in outcomes.items()} == {
+        "start_pathways": "success",
+        "wait_for_slices": "success",
+        "run_inference[0]": "success",
+        "run_inference[1]": "success",
+        "delete_pathways": "success",
+    }
+    name = outcomes["start_pathways"].xcom["name"]
+    address = f"grpc://{name}-pathways-head-0-0.{name}:29000"
+    assert outcomes["wait_for_slices"].xcom["return_value"] == address
+    assert outcomes["run_inference[1]"].xcom["return_value"] == {"shard": 1, "backend": address}
+    assert jobs_in(kube, "default") == []

@@ -1,0 +1,112 @@
+"""PathwaysJobTrigger: exact serialization, readiness events, and on_kill that deletes once."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import time
+from typing import Any
+
+import pytest
+
+from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+from airflow_provider_pathways.resources import PATHWAYS_JOB, JobKind
+from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
+from tests.gke import CONN, new_spec
+
+NS = "trigger-tests"
+
+
+def rebuild(trigger: PathwaysJobTrigger) -> PathwaysJobTrigger:
+    path, kwargs = trigger.serialize()
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)(**kwargs)
+
+
+def test_serialization_round_trips_exactly() -> None:
+    trigger = PathwaysJobTrigger(
+        name="train-1",
+        namespace="ml",
+        kubernetes_conn_id="gke",
+        kind="JobSet",
+        wait_until="ready",
+        min_slices=3,
+        worker_replicated_job="pathways-worker",
+        main_container="jax-tpu",
+        fail_on_suspend=False,
+        delete_on_kill=False,
+        watch_timeout_seconds=120,
+        deadline=1_900_000_000.5,
+    )
+    again = rebuild(trigger)
+    assert again.serialize() == trigger.serialize()
+    assert rebuild(again).serialize() == trigger.serialize()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"wait_until": "soon"}, "wait_until"),
+        ({"wait_until": "created"}, "wait_until"),
+        ({"min_slices": 0}, "min_slices"),
+        ({"kind": "Deployment"}, "kind"),
+        ({"name": ""}, "name"),
+        ({"watch_timeout_seconds": 0}, "watch_timeout_seconds"),
+    ],
+)
+def test_invalid_arguments_are_refused_naming_them(kwargs: dict[str, Any], field: str) -> None:
+    arguments = {"name": "x", "namespace": "ns", **kwargs}
+    with pytest.raises(ValueError, match=field):
+        PathwaysJobTrigger(**arguments)
+
+
+@pytest.mark.usefixtures("kube")
+async def test_fires_once_min_slices_are_ready_and_returns_the_status() -> None:
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    spec = new_spec(NS, slices=3, headless=True, max_ready_slices=2)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    trigger = PathwaysJobTrigger(
+        name=spec.name, namespace=NS, kubernetes_conn_id=CONN, wait_until="ready", min_slices=2
+    )
+    events = [event async for event in trigger.run()]
+    assert len(events) == 1
+    job = events[0].payload["job"]
+    assert events[0].payload["status"] == "done"
+    assert (job["slices_ready"], job["slices_total"], job["head_ready"]) == (2, 3, True)
+    await hook.a_delete_job(spec.name, NS)
+
+
+@pytest.mark.usefixtures("kube")
+async def test_on_kill_deletes_the_job_and_a_second_call_is_harmless() -> None:
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    spec = new_spec(NS, headless=True)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    trigger = PathwaysJobTrigger(name=spec.name, namespace=NS, kubernetes_conn_id=CONN)
+    await trigger.on_kill()
+    await trigger.on_kill()
+    await asyncio.to_thread(hook.wait_until_deleted, spec.name, NS, JobKind.PATHWAYS_JOB, 15)
+    assert await asyncio.to_thread(hook.get_object, PATHWAYS_JOB, spec.name, NS) is None
+
+
+@pytest.mark.usefixtures("kube")
+async def test_on_kill_keeps_the_job_when_told_to() -> None:
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    spec = new_spec(NS, headless=True)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    trigger = PathwaysJobTrigger(name=spec.name, namespace=NS, kubernetes_conn_id=CONN, delete_on_kill=False)
+    await trigger.on_kill()
+    assert await asyncio.to_thread(hook.get_object, PATHWAYS_JOB, spec.name, NS) is not None
+    await hook.a_delete_job(spec.name, NS)
+
+
+@pytest.mark.usefixtures("kube")
+async def test_wait_deadline_fires_a_timeout_event() -> None:
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    spec = new_spec(NS, headless=True, max_ready_slices=0)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    trigger = PathwaysJobTrigger(
+        name=spec.name, namespace=NS, kubernetes_conn_id=CONN, wait_until="ready", deadline=time.time() + 0.5
+    )
+    events = [event async for event in trigger.run()]
+    assert events[0].payload["status"] == "timeout"
+    await hook.a_delete_job(spec.name, NS)
