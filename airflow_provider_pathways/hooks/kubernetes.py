@@ -212,13 +212,14 @@ class PathwaysJobHook(KubernetesHook):
             if options.main_container not in containers:
                 continue
             try:
-                text = self.core_v1_client.read_namespaced_pod_log(
+                response = self.core_v1_client.read_namespaced_pod_log(
                     name=pod["metadata"]["name"],
                     namespace=namespace,
                     container=options.main_container,
                     tail_lines=tail_lines,
+                    _preload_content=False,
                 )
-                return text.decode(errors="replace") if isinstance(text, bytes) else str(text)
+                return response.data.decode(errors="replace")
             except ApiException as err:
                 if err.status in (400, 404):
                     continue
@@ -363,13 +364,14 @@ class PathwaysJobHook(KubernetesHook):
                 if options.main_container not in {c.name for c in pod.spec.containers or []}:
                     continue
                 try:
-                    text = await core.read_namespaced_pod_log(
+                    response = await core.read_namespaced_pod_log(
                         name=pod.metadata.name,
                         namespace=namespace,
                         container=options.main_container,
                         tail_lines=tail_lines,
+                        _preload_content=False,
                     )
-                    return text.decode(errors="replace") if isinstance(text, bytes) else str(text)
+                    return (await response.read()).decode(errors="replace")
                 except AsyncApiException as err:
                     if err.status not in (400, 404):
                         raise

@@ -438,12 +438,13 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
             return
         if tail:
             self.log.info(
-                "Last %d lines of %s (container %r):\n%s",
-                self.log_tail_lines,
+                "Last lines of %s/%s, container %r:",
+                status.namespace,
                 status.name,
                 self.spec.controller.main_container_name,
-                tail.rstrip(),
             )
+            for line in tail.rstrip().splitlines():
+                self.log.info("  | %s", line)
 
     def _finish(self, context: Context, status: PathwaysJobStatus) -> dict[str, Any]:
         self._status = status

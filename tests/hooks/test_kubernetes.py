@@ -163,3 +163,13 @@ async def test_watch_costs_a_few_requests_not_one_per_change(hook: PathwaysJobHo
     assert statuses[-1].phase is Phase.SUCCEEDED
     assert len(statuses) >= 4
     assert requests <= 10, kube.control("requests")
+
+
+async def test_async_log_tail_matches_the_sync_one(hook: PathwaysJobHook) -> None:
+    spec = new_spec(NS, program_log="first\nsecond\nthird")
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    final = [s async for s in hook.a_watch_status(spec.name, NS)][-1]
+    assert final.phase is Phase.SUCCEEDED
+    tail = await hook.a_read_main_container_log(spec.name, NS, tail_lines=2)
+    assert tail.splitlines() == ["second", "third"]
+    assert await asyncio.to_thread(hook.read_main_container_log, spec.name, NS, tail_lines=2) == tail

@@ -1,0 +1,148 @@
+"""`make demo`: start the sandbox, run the example DAGs with dag.test(), and tell what happened.
+
+python -m sandbox.demo            # every example
+python -m sandbox.demo run FILE DAG_ID   # one DAG (used by the above, in a child process)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STATE = REPO_ROOT / ".sandbox"
+AIRFLOW_HOME = STATE / "airflow"
+EXAMPLES = (
+    ("example_pathways_training.py", "example_pathways_training"),
+    ("example_pathways_batch_inference.py", "example_pathways_batch_inference"),
+)
+# Log lines worth showing: the provider's own, and the example tasks' prints.
+_SHOWN = re.compile(r"airflow_provider_pathways|would run inference|Retry policy decision")
+_LOG_LINE = re.compile(r"^\S+Z \[(\w+)\s*\] (.*?)\s+\[([\w.]+)\].*$")
+_SUMMARY = "DEMO-SUMMARY "
+
+
+def _airflow_env(connection: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "AIRFLOW_HOME": str(AIRFLOW_HOME),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(AIRFLOW_HOME / "dags"),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
+            "AIRFLOW_CONN_KUBERNETES_DEFAULT": connection,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])),
+        }
+    )
+    return env
+
+
+def _prepare_airflow(env: dict[str, str]) -> None:
+    dags = AIRFLOW_HOME / "dags"
+    dags.mkdir(parents=True, exist_ok=True)
+    for path in (REPO_ROOT / "example_dags").glob("*.py"):
+        shutil.copy2(path, dags / path.name)
+    if not (AIRFLOW_HOME / "airflow.db").exists():
+        print("Creating the Airflow metadata database (SQLite)...", flush=True)
+        subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, stdout=subprocess.DEVNULL
+        )
+
+
+def _show(line: str) -> None:
+    match = _LOG_LINE.match(line)
+    if match:
+        level, message, _logger = match.groups()
+        print(f"    {level:<7} {message}")
+    else:
+        print(f"    {line}")
+
+
+def _run_example(filename: str, dag_id: str, env: dict[str, str]) -> dict[str, Any]:
+    print(f"\n=== {dag_id} ({filename})", flush=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "sandbox.demo", "run", filename, dag_id],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    summary: dict[str, Any] = {}
+    assert child.stdout is not None
+    for raw in child.stdout:
+        line = raw.rstrip("\n")
+        if line.startswith(_SUMMARY):
+            summary = json.loads(line[len(_SUMMARY) :])
+        elif _SHOWN.search(line):
+            _show(line)
+    child.wait()
+    for task, outcome in summary.get("tasks", {}).items():
+        print(f"  task {task:<22} {outcome['state']:<8} try {outcome['try_number']}")
+    return summary
+
+
+def run_one(filename: str, dag_id: str) -> None:
+    """Child process: run one DAG and print a JSON summary line."""
+    import importlib.util
+
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.sdk import DAG
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    path = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / filename
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dag = next(v for v in vars(module).values() if isinstance(v, DAG) and v.dag_id == dag_id)
+    run = dag.test()
+    with create_session() as session:
+        tis = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run.run_id)
+        ).all()
+        tasks = {
+            (ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]"): {
+                "state": str(getattr(ti.state, "value", ti.state)),
+                "try_number": ti.try_number,
+            }
+            for ti in tis
+        }
+    print(_SUMMARY + json.dumps({"dag_id": dag_id, "state": str(run.state), "tasks": tasks}), flush=True)
+
+
+def main() -> int:
+    from sandbox.kube.launcher import ensure_kube_standin
+
+    print("Starting the sandbox: Kubernetes API stand-in with simulated Pathways controllers...")
+    kube = ensure_kube_standin(STATE / "kube")
+    print(f"  API server {kube.url} (kubeconfig {kube.kubeconfig.relative_to(REPO_ROOT)})")
+    env = _airflow_env(kube.airflow_connection())
+    _prepare_airflow(env)
+    failed = []
+    for filename, dag_id in EXAMPLES:
+        summary = _run_example(filename, dag_id, env)
+        if not summary or any(t["state"] != "success" for t in summary["tasks"].values()):
+            failed.append(dag_id)
+    left = kube.request("GET", "/apis/pathways-job.pathways.domain/v1/pathwaysjobs")["items"]
+    print(f"\nPathwaysJobs left on the cluster: {len(left)}")
+    print("The sandbox keeps running; stop it with `make sandbox-down`.")
+    if failed:
+        print(f"FAILED: {', '.join(failed)}")
+        return 1
+    print("All example DAGs succeeded.")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "run":
+        run_one(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(main())
