@@ -455,7 +455,7 @@ class Store:
             admit(rt, new, old, strict=strict, warnings=warnings)
         if new == old:
             return old
-        if {k: v for k, v in new.items() if k not in ("metadata", "status")} != {
+        if rt.plural != "pods" and {k: v for k, v in new.items() if k not in ("metadata", "status")} != {
             k: v for k, v in old.items() if k not in ("metadata", "status")
         }:
             md["generation"] = int(old_md.get("generation") or 0) + 1
