@@ -239,3 +239,32 @@ async def test_500_concurrent_watches_stay_responsive(kube, custom, namespace, m
         finally:
             for resp in responses:
                 resp.close()
+
+
+def test_bounded_history_expires_old_resource_versions():
+    """The store keeps only ``history_limit`` events; older resourceVersions get one 410 ERROR line."""
+    from sandbox.kube.resources import JOBSETS
+    from sandbox.kube.store import Store
+
+    async def run() -> None:
+        store = Store(history_limit=3)
+        for i in range(5):
+            store.create(JOBSETS, _tiny_jobset(f"js{i}"), namespace="ns", from_api=False)
+        expired = store.open_watch(JOBSETS, "ns", (), (), "1")
+        [line] = list(expired.lines)
+        event = json.loads(line)
+        assert event["type"] == "ERROR" and event["object"]["code"] == 410
+        assert event["object"]["reason"] == "Expired" and expired.closed == "expired"
+        recent = store.open_watch(JOBSETS, "ns", (), (), "3")
+        names = [json.loads(x)["object"]["metadata"]["name"] for x in recent.lines]
+        assert names == ["js3", "js4"]
+
+    asyncio.run(run())
+
+
+def _tiny_jobset(name: str) -> dict[str, Any]:
+    pod = {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    return {
+        "metadata": {"name": name},
+        "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": pod}}}]},
+    }
