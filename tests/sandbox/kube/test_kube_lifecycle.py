@@ -45,7 +45,7 @@ def _running(pw_api: Any, namespace: str, name: str) -> dict[str, Any] | None:
 async def test_slices_come_up_one_by_one_and_program_completes(
     kube, pw_api, core, namespace, make_pathways_job, helpers, wait_for
 ):
-    pw_api.create(
+    created = pw_api.create(
         namespace,
         make_pathways_job(
             "steady", num_slices=3, annotations={"sandbox.pathways.dev/slice-delay-seconds": "0.1"}
@@ -55,13 +55,15 @@ async def test_slices_come_up_one_by_one_and_program_completes(
     ready_seen: list[tuple[int, int]] = []
     try:
         aco = aclient.CustomObjectsApi(api)
+        # Every JobSet change since the PathwaysJob was created is replayed, however late we start.
         async with awatch.Watch().stream(
             aco.list_namespaced_custom_object,
             *JS,
             namespace,
             "jobsets",
             field_selector="metadata.name=steady",
-            timeout_seconds=10,
+            resource_version=created["metadata"]["resourceVersion"],
+            timeout_seconds=20,
         ) as stream:
             async for event in stream:
                 jobset = event["object"]

@@ -225,7 +225,7 @@ async def test_500_concurrent_watches_stay_responsive(kube, custom, namespace, m
             started = time.monotonic()
             async with session.get(f"{kube.url}/version") as version:
                 assert version.status == 200
-            assert time.monotonic() - started < 1.0
+            assert time.monotonic() - started < 2.0
             _create(custom, namespace, _quiet(make_pathways_job, "fanout"))
 
             async def first_event(resp: aiohttp.ClientResponse) -> dict[str, Any]:
@@ -235,7 +235,7 @@ async def test_500_concurrent_watches_stay_responsive(kube, custom, namespace, m
             assert all(e["type"] == "ADDED" and e["object"]["metadata"]["name"] == "fanout" for e in events)
             started = time.monotonic()
             listing = custom.list_namespaced_custom_object(*PW, namespace, "pathwaysjobs")
-            assert listing["items"] and time.monotonic() - started < 1.0
+            assert listing["items"] and time.monotonic() - started < 2.0
         finally:
             for resp in responses:
                 resp.close()
