@@ -1,5 +1,7 @@
 """Run the Kubernetes stand-in: ``python -m sandbox.kube --port 0 --token TOKEN --state-dir DIR``.
 
+``python -m sandbox.kube stop --state-dir DIR`` stops the one running from ``DIR`` (``status`` prints it).
+
 Once listening it writes ``DIR/kubeconfig`` (cluster ``http://HOST:PORT``, a user with the bearer
 token, a context with namespace ``default``) and ``DIR/kube.json`` (``url``, ``token``, ``pid``,
 ``kubeconfig``), both atomically. The token may also come from ``SANDBOX_KUBE_TOKEN`` (keeps it out
@@ -144,7 +146,32 @@ async def _watch_parent(stop: asyncio.Event, interval: float = 0.5) -> None:
             stop.set()
 
 
+def _manage(command: str, argv: list[str]) -> int:
+    """``stop``/``status`` for the stand-in running from ``--state-dir`` (exit 1 if none is running)."""
+    from sandbox.kube.launcher import connect_kube_standin
+
+    parser = argparse.ArgumentParser(prog=f"python -m sandbox.kube {command}")
+    parser.add_argument("--state-dir", required=True, type=Path)
+    args = parser.parse_args(argv)
+    standin = connect_kube_standin(args.state_dir)
+    if standin is None:
+        print(f"no kube stand-in is running from {args.state_dir}", file=sys.stderr)
+        return 1
+    if command == "stop":
+        standin.stop()
+        print(f"stopped the kube stand-in at {standin.url} (pid {standin.pid})", file=sys.stderr)
+    else:
+        print(json.dumps({"url": standin.url, "pid": standin.pid, "kubeconfig": str(standin.kubeconfig)}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
+    """``[serve] --state-dir DIR ...`` runs the stand-in; ``stop``/``status --state-dir DIR`` manage one."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("stop", "status"):
+        sys.exit(_manage(argv[0], argv[1:]))
+    if argv and argv[0] == "serve":
+        argv = argv[1:]
     args = _parse(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
