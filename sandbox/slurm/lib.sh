@@ -1,0 +1,145 @@
+# shellcheck shell=bash disable=SC2034
+# Shared settings and helpers for up.sh and down.sh (sourced, not executed).
+#
+# Every setting can be overridden from the environment; see README.md.
+
+SANDBOX_SLURM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+SANDBOX_REPO_ROOT=$(cd "$SANDBOX_SLURM_DIR/../.." && pwd -P)
+
+SLURM_SANDBOX_USER=${SANDBOX_SLURM_USER:-pathways}
+SLURM_SANDBOX_REST_SYSUSER=${SANDBOX_SLURMREST_USER:-slurmrest}
+SLURM_SANDBOX_CPUS=${SANDBOX_SLURM_CPUS:-32}
+SLURM_SANDBOX_REAL_MEMORY=${SANDBOX_SLURM_REAL_MEMORY:-16000}
+SLURM_SANDBOX_CLUSTER_NAME=${SANDBOX_SLURM_CLUSTER_NAME:-pathways-sandbox}
+SLURM_SANDBOX_CTLD_PORT=${SANDBOX_SLURMCTLD_PORT:-6817}
+SLURM_SANDBOX_SLURMD_PORT=${SANDBOX_SLURMD_PORT:-6818}
+SLURM_SANDBOX_REST_PORT=${SANDBOX_SLURMREST_PORT:-6820}
+SLURM_SANDBOX_SSH_PORT=${SANDBOX_SSH_PORT:-2222}
+SLURM_SANDBOX_JWT_LIFESPAN=${SANDBOX_JWT_LIFESPAN:-86400}
+SLURM_SANDBOX_TIMEOUT=${SANDBOX_READY_TIMEOUT:-60}
+SLURM_SANDBOX_HOST=127.0.0.1
+SLURM_SANDBOX_REST_API_VERSION=v0.0.38
+SLURM_SANDBOX_REST_API_VERSIONS=v0.0.38,v0.0.37,v0.0.36
+SLURM_SANDBOX_PARTITION_DEFAULT="batch"
+SLURM_SANDBOX_PARTITION_PREEMPTIBLE=preemptible
+SLURM_SANDBOX_PARTITION_HIGH=high
+SLURM_SANDBOX_ETC_SLURM_CONF=/etc/slurm/slurm.conf
+SLURM_SANDBOX_MARKER=.pathways-slurm-sandbox
+
+log() { printf '[slurm-sandbox] %s\n' "$*" >&2; }
+die() {
+	printf '[slurm-sandbox] ERROR: %s\n' "$*" >&2
+	exit 1
+}
+
+# Resolve the state directory to an absolute, physical path (creating it).
+sandbox_resolve_state_dir() {
+	local dir=${SANDBOX_STATE_DIR:-$SANDBOX_REPO_ROOT/.sandbox/slurm}
+	mkdir -p -- "$dir"
+	dir=$(cd -- "$dir" && pwd -P)
+	# The path goes into slurm.conf and sshd_config, which have no quoting for odd characters.
+	[[ $dir =~ ^/[A-Za-z0-9._/+-]+$ ]] ||
+		die "state dir '$dir' must contain only letters, digits and ._/+- (set SANDBOX_STATE_DIR)"
+	STATE=$dir
+}
+
+sandbox_check_settings() {
+	local name
+	for name in SLURM_SANDBOX_CPUS SLURM_SANDBOX_REAL_MEMORY SLURM_SANDBOX_CTLD_PORT SLURM_SANDBOX_SLURMD_PORT \
+		SLURM_SANDBOX_REST_PORT SLURM_SANDBOX_SSH_PORT SLURM_SANDBOX_JWT_LIFESPAN SLURM_SANDBOX_TIMEOUT; do
+		[[ ${!name} =~ ^[1-9][0-9]{0,6}$ ]] || die "$name must be a positive integer, got '${!name}'"
+	done
+	for name in SLURM_SANDBOX_USER SLURM_SANDBOX_REST_SYSUSER SLURM_SANDBOX_CLUSTER_NAME; do
+		[[ ${!name} =~ ^[a-z_][a-z0-9_-]{0,30}$ ]] || die "$name must be a plain lower-case name, got '${!name}'"
+	done
+}
+
+# Paths derived from STATE.
+sandbox_paths() {
+	ETC=$STATE/etc
+	RUN=$STATE/run
+	LOGS=$STATE/log
+	SPOOL=$STATE/spool
+	SSHDIR=$STATE/ssh
+	JWTDIR=$STATE/jwt
+	SLURM_CONF_FILE=$ETC/slurm.conf
+	JWT_KEY=$ETC/jwt_hs256.key
+	TOKEN_FILE=$JWTDIR/$SLURM_SANDBOX_USER.token
+	USER_HOME=${SANDBOX_SLURM_USER_HOME:-$STATE/home/$SLURM_SANDBOX_USER}
+	SCRIPTS_DIR=$USER_HOME/pathways/bin
+	CTLD_PID=$RUN/slurmctld.pid
+	SLURMD_PID=$RUN/slurmd.pid
+	REST_PID=$RUN/slurmrestd.pid
+	SSHD_PID=$RUN/sshd.pid
+	SSHD_CONFIG=$SSHDIR/sshd_config
+	HOST_KEY=$SSHDIR/ssh_host_ed25519_key
+	CLIENT_KEY=$SSHDIR/id_ed25519
+	KNOWN_HOSTS=$SSHDIR/known_hosts
+	AUTH_KEYS_DIR=$SSHDIR/authorized_keys
+	MUNGE_MARKER=$RUN/munged.started-by-sandbox
+	NODE_NAME=$(hostname -s)
+	[[ $NODE_NAME =~ ^[A-Za-z0-9][A-Za-z0-9-]*$ ]] || die "unsupported host name '$NODE_NAME'"
+	export SLURM_CONF=$SLURM_CONF_FILE
+}
+
+# pid_of FILE COMM [CMDLINE_SUBSTRING]: print the pid in FILE if that process is alive, is
+# named COMM and (optionally) has CMDLINE_SUBSTRING in its command line. Stale pid files
+# (the pid reused by another process after a reboot or machine reuse) yield nothing.
+pid_of() {
+	local file=$1 comm=$2 needle=${3:-} pid
+	[[ -r $file ]] || return 1
+	pid=$(tr -dc '0-9' <"$file")
+	[[ -n $pid && -r /proc/$pid/comm ]] || return 1
+	[[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$comm" ]] || return 1
+	# A killed daemon may linger as a zombie when PID 1 does not reap (containers, sandboxes).
+	grep -q '^State:[[:space:]]*[ZX]' "/proc/$pid/status" 2>/dev/null && return 1
+	if [[ -n $needle ]]; then
+		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$needle" || return 1
+	fi
+	printf '%s\n' "$pid"
+}
+
+# alive PID: the process exists and is not a zombie.
+alive() {
+	kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*[ZX]' "/proc/$1/status" 2>/dev/null
+}
+
+# stop_pid PID NAME: SIGTERM, wait up to 15 s, then SIGKILL.
+stop_pid() {
+	local pid=$1 name=$2 i
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 150; i++)); do
+		alive "$pid" || return 0
+		sleep 0.1
+	done
+	log "$name (pid $pid) ignored SIGTERM; sending SIGKILL"
+	kill -KILL "$pid" 2>/dev/null || true
+}
+
+# port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
+port_open() {
+	timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
+}
+
+# sandbox_stop_daemons STATE_DIR: stop the slurmrestd, sshd, slurmd and slurmctld recorded in
+# STATE_DIR/run (only processes whose pid file, name and command line match).
+sandbox_stop_daemons() {
+	local dir=$1 pid
+	if pid=$(pid_of "$dir/run/slurmrestd.pid" slurmrestd); then
+		log "stopping slurmrestd (pid $pid)"
+		stop_pid "$pid" slurmrestd
+	fi
+	if pid=$(pid_of "$dir/run/sshd.pid" sshd "$dir/ssh/sshd_config"); then
+		log "stopping sshd (pid $pid)"
+		stop_pid "$pid" sshd
+	fi
+	if pid=$(pid_of "$dir/run/slurmd.pid" slurmd); then
+		log "stopping slurmd (pid $pid)"
+		stop_pid "$pid" slurmd
+	fi
+	if pid=$(pid_of "$dir/run/slurmctld.pid" slurmctld); then
+		log "stopping slurmctld (pid $pid)"
+		stop_pid "$pid" slurmctld
+	fi
+	rm -f -- "$dir/run/slurmrestd.pid" "$dir/run/sshd.pid" "$dir/run/slurmd.pid" "$dir/run/slurmctld.pid"
+}

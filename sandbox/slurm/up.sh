@@ -1,0 +1,460 @@
+#!/usr/bin/env bash
+# Start (or check) the local Slurm sandbox: munge, slurmctld, slurmd, slurmrestd (JWT) and a
+# private sshd, all on 127.0.0.1, with state under $SANDBOX_STATE_DIR (default
+# <repo>/.sandbox/slurm). Idempotent: healthy daemons are left alone, so a second run only
+# checks readiness, resumes downed nodes, refreshes the JWT and rewrites slurm.env/slurm.json.
+#
+# Needs root on Debian 12 (installs packages with apt-get). See README.md.
+set -euo pipefail
+
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+[[ $(id -u) -eq 0 ]] || die "up.sh must run as root"
+sandbox_check_settings
+sandbox_resolve_state_dir
+sandbox_paths
+umask 022
+
+mkdir -p -- "$ETC" "$RUN" "$LOGS" "$SPOOL/slurmctld" "$SPOOL/slurmd" "$SSHDIR" "$AUTH_KEYS_DIR" "$JWTDIR"
+touch -- "$STATE/$SLURM_SANDBOX_MARKER"
+
+# One up.sh at a time per state dir (other developers may run it concurrently). Daemons are
+# started with 9>&- so that they do not inherit (and hold) the lock.
+exec 9>"$STATE/.up.lock"
+flock -w 300 9 || die "another up.sh holds $STATE/.up.lock"
+
+STARTED=$SECONDS
+deadline() { echo $((SECONDS + SLURM_SANDBOX_TIMEOUT)); }
+
+# ---------------------------------------------------------------------------------------------
+# 1. Packages
+# ---------------------------------------------------------------------------------------------
+PACKAGES=(slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-jwt-plugin openssh-server python3)
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+	log "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt_log=$LOGS/apt.log
+	if ! compgen -G '/var/lib/apt/lists/*Packages*' >/dev/null; then
+		apt-get update -q >>"$apt_log" 2>&1 || {
+			tail -n 20 "$apt_log" >&2
+			die "apt-get update failed"
+		}
+	fi
+	if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$apt_log" 2>&1; then
+		log "install failed; retrying after apt-get update"
+		apt-get update -q >>"$apt_log" 2>&1 || true
+		apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$apt_log" 2>&1 || {
+			tail -n 20 "$apt_log" >&2
+			die "apt-get install failed (see $apt_log)"
+		}
+	fi
+fi
+PYTHON=/usr/bin/python3
+
+# ---------------------------------------------------------------------------------------------
+# 2. Users: a system user for slurmrestd (it refuses root) and the cluster user.
+# ---------------------------------------------------------------------------------------------
+if ! id -u "$SLURM_SANDBOX_REST_SYSUSER" >/dev/null 2>&1; then
+	useradd --system --user-group --no-create-home --home-dir /nonexistent \
+		--shell /usr/sbin/nologin "$SLURM_SANDBOX_REST_SYSUSER"
+fi
+mkdir -p -- "$(dirname -- "$USER_HOME")"
+if ! id -u "$SLURM_SANDBOX_USER" >/dev/null 2>&1; then
+	useradd --user-group --no-create-home --home-dir "$USER_HOME" --shell /bin/bash "$SLURM_SANDBOX_USER"
+elif [[ $(getent passwd "$SLURM_SANDBOX_USER" | cut -d: -f6) != "$USER_HOME" ]]; then
+	usermod --home "$USER_HOME" "$SLURM_SANDBOX_USER"
+fi
+# useradd leaves the password locked ('!'); sshd with UsePAM=no then refuses even key logins.
+if [[ $(getent shadow "$SLURM_SANDBOX_USER" | cut -d: -f2) == '!'* ]]; then
+	usermod -p '*' "$SLURM_SANDBOX_USER"
+fi
+mkdir -p -- "$USER_HOME/pathways/logs" "$SCRIPTS_DIR"
+chown "$SLURM_SANDBOX_USER:" "$USER_HOME" "$USER_HOME/pathways" "$USER_HOME/pathways/logs"
+chmod 0755 "$USER_HOME" "$USER_HOME/pathways"
+chown root:root "$SCRIPTS_DIR"
+chmod 0755 "$SCRIPTS_DIR"
+for script in start_pathways.sh run_worker_slice.sh run_workload.sh; do
+	if ! cmp -s "$SANDBOX_SLURM_DIR/scripts/$script" "$SCRIPTS_DIR/$script"; then
+		install -m 0755 -o root -g root "$SANDBOX_SLURM_DIR/scripts/$script" "$SCRIPTS_DIR/$script"
+	fi
+done
+
+# The cluster user and the slurmrestd user must reach the state dir (slurm.conf, spool, home).
+ensure_traversable() {
+	local user=$1 path=$2 dir=""
+	runuser -u "$user" -- test -x "$path" && return 0
+	local IFS=/ part
+	for part in $path; do
+		[[ -n $part ]] || continue
+		dir=$dir/$part
+		if ! runuser -u "$user" -- test -x "$dir"; then
+			log "granting traverse permission (o+x) on $dir so that $user can reach $path"
+			chmod o+x -- "$dir"
+		fi
+	done
+}
+ensure_traversable "$SLURM_SANDBOX_USER" "$USER_HOME"
+ensure_traversable "$SLURM_SANDBOX_REST_SYSUSER" "$ETC"
+chmod 0755 "$STATE" "$ETC" "$RUN" "$LOGS" "$SPOOL" "$SPOOL/slurmd" "$SSHDIR" "$AUTH_KEYS_DIR"
+chmod 0700 "$JWTDIR" "$SPOOL/slurmctld"
+
+# ---------------------------------------------------------------------------------------------
+# 3. munge
+# ---------------------------------------------------------------------------------------------
+munge_ok() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+if ! munge_ok; then
+	mkdir -p /run/munge /var/lib/munge /var/log/munge
+	chown munge:munge /run/munge /var/lib/munge /var/log/munge
+	chmod 0755 /run/munge
+	if [[ ! -s /etc/munge/munge.key ]]; then
+		log "creating /etc/munge/munge.key"
+		mungekey --create --force --keyfile=/etc/munge/munge.key
+	fi
+	chown munge:munge /etc/munge/munge.key
+	chmod 0600 /etc/munge/munge.key
+	if pid=$(pid_of /run/munge/munged.pid munged); then
+		log "munged (pid $pid) does not answer; restarting it"
+		stop_pid "$pid" munged
+	fi
+	# Leftovers of a munged that is gone (machine reused, /run not cleared).
+	rm -f /run/munge/munged.pid /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock
+	log "starting munged"
+	runuser -u munge -- /usr/sbin/munged 9>&-
+	end=$(deadline)
+	until munge_ok; do
+		((SECONDS < end)) || die "munged did not answer within ${SLURM_SANDBOX_TIMEOUT}s (see /var/log/munge/munged.log)"
+		sleep 0.1
+	done
+	pid_of /run/munge/munged.pid munged >"$MUNGE_MARKER" || true
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 4. slurm.conf (+ JWT key), /etc/slurm/slurm.conf symlink
+# ---------------------------------------------------------------------------------------------
+if [[ ! -s $JWT_KEY ]]; then
+	(umask 077 && head -c 32 /dev/urandom >"$JWT_KEY.tmp")
+	mv -f -- "$JWT_KEY.tmp" "$JWT_KEY"
+fi
+chown root:root "$JWT_KEY"
+chmod 0600 "$JWT_KEY"
+
+P_DEF=$SLURM_SANDBOX_PARTITION_DEFAULT
+P_PRE=$SLURM_SANDBOX_PARTITION_PREEMPTIBLE
+P_HIGH=$SLURM_SANDBOX_PARTITION_HIGH
+cat >"$SLURM_CONF_FILE.new" <<EOF
+# Generated by sandbox/slurm/up.sh -- do not edit (rewritten on every run).
+ClusterName=$SLURM_SANDBOX_CLUSTER_NAME
+SlurmctldHost=$NODE_NAME($SLURM_SANDBOX_HOST)
+SlurmctldPort=$SLURM_SANDBOX_CTLD_PORT
+SlurmdPort=$SLURM_SANDBOX_SLURMD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$JWT_KEY
+StateSaveLocation=$SPOOL/slurmctld
+SlurmdSpoolDir=$SPOOL/slurmd
+SlurmctldPidFile=$CTLD_PID
+SlurmdPidFile=$SLURMD_PID
+SlurmctldLogFile=$LOGS/slurmctld.log
+SlurmdLogFile=$LOGS/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+# Start batch jobs right at submission (default: up to 3 s later) and rescan pending jobs often.
+SchedulerParameters=batch_sched_delay=0,sched_interval=5,bf_interval=5
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$LOGS/jobcomp.log
+MpiDefault=none
+MailProg=/bin/true
+ReturnToService=2
+JobRequeue=1
+MinJobAge=86400
+MaxJobCount=100000
+KillWait=5
+SlurmdTimeout=20
+SlurmctldTimeout=30
+InactiveLimit=0
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+SlurmdParameters=config_overrides
+NodeName=$NODE_NAME NodeAddr=$SLURM_SANDBOX_HOST NodeHostname=$NODE_NAME CPUs=$SLURM_SANDBOX_CPUS RealMemory=$SLURM_SANDBOX_REAL_MEMORY State=UNKNOWN
+PartitionName=$P_DEF Nodes=$NODE_NAME Default=YES PriorityTier=1 MaxTime=INFINITE State=UP
+PartitionName=$P_PRE Nodes=$NODE_NAME PriorityTier=1 PreemptMode=CANCEL MaxTime=INFINITE State=UP
+PartitionName=$P_HIGH Nodes=$NODE_NAME PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP
+EOF
+slurm_conf_changed=0
+if cmp -s "$SLURM_CONF_FILE.new" "$SLURM_CONF_FILE"; then
+	rm -f -- "$SLURM_CONF_FILE.new"
+else
+	chmod 0644 "$SLURM_CONF_FILE.new"
+	mv -f -- "$SLURM_CONF_FILE.new" "$SLURM_CONF_FILE"
+	slurm_conf_changed=1
+fi
+
+# Client commands (also inside jobs and SSH sessions) read /etc/slurm/slurm.conf by default.
+mkdir -p /etc/slurm
+etc_conf=$SLURM_SANDBOX_ETC_SLURM_CONF
+if [[ -L $etc_conf ]]; then
+	other=$(readlink -- "$etc_conf")
+	if [[ $other != "$SLURM_CONF_FILE" ]]; then
+		other_state=$(dirname -- "$(dirname -- "$other")")
+		if pid_of "$other_state/run/slurmctld.pid" slurmctld >/dev/null; then
+			[[ ${SANDBOX_SLURM_TAKEOVER:-0} == 1 ]] ||
+				die "a Slurm sandbox from $other_state is running; run its down.sh or set SANDBOX_SLURM_TAKEOVER=1"
+			log "taking over from the sandbox in $other_state"
+			sandbox_stop_daemons "$other_state"
+		fi
+	fi
+elif [[ -e $etc_conf ]]; then
+	log "moving the existing $etc_conf aside to $etc_conf.before-pathways-sandbox"
+	mv -f -- "$etc_conf" "$etc_conf.before-pathways-sandbox"
+fi
+ln -sfn -- "$SLURM_CONF_FILE" "$etc_conf"
+
+# ---------------------------------------------------------------------------------------------
+# 5. slurmctld + slurmd
+# ---------------------------------------------------------------------------------------------
+require_free_port() {
+	if port_open "$1"; then
+		die "port $1 ($2) is already taken by a process this sandbox did not start; free it or set $3"
+	fi
+}
+
+ctld_ping() { scontrol ping 2>/dev/null | grep -q 'is UP'; }
+
+if pid=$(pid_of "$CTLD_PID" slurmctld) && ((slurm_conf_changed)); then
+	log "slurm.conf changed: restarting slurmctld (pid $pid)"
+	stop_pid "$pid" slurmctld
+fi
+if ! pid_of "$CTLD_PID" slurmctld >/dev/null; then
+	# A stale pid file is dangerous: slurmctld signals the pid it finds there on start.
+	rm -f -- "$CTLD_PID"
+	require_free_port "$SLURM_SANDBOX_CTLD_PORT" slurmctld SANDBOX_SLURMCTLD_PORT
+	log "starting slurmctld"
+	slurmctld -f "$SLURM_CONF_FILE" -i 9>&-
+fi
+end=$(deadline)
+until ctld_ping; do
+	((SECONDS < end)) || die "slurmctld not UP within ${SLURM_SANDBOX_TIMEOUT}s (see $LOGS/slurmctld.log)"
+	sleep 0.1
+done
+
+if pid=$(pid_of "$SLURMD_PID" slurmd) && ((slurm_conf_changed)); then
+	log "slurm.conf changed: restarting slurmd (pid $pid)"
+	stop_pid "$pid" slurmd
+fi
+start_slurmd() {
+	rm -f -- "$SLURMD_PID"
+	require_free_port "$SLURM_SANDBOX_SLURMD_PORT" slurmd SANDBOX_SLURMD_PORT
+	log "starting slurmd"
+	slurmd -f "$SLURM_CONF_FILE" -N "$NODE_NAME" 9>&-
+}
+pid_of "$SLURMD_PID" slurmd >/dev/null || start_slurmd
+
+# Wait for the node to be usable; resume it if a test (or a crash) left it down or drained.
+end=$(deadline)
+last_resume=-100
+while :; do
+	state=$(sinfo -h -N -n "$NODE_NAME" -o '%T' 2>/dev/null | head -n 1 || true)
+	case $state in
+	idle | mixed | allocated | completing) break ;;
+	down | drain* | fail*)
+		if ((SECONDS - last_resume >= 5)); then
+			log "node $NODE_NAME is $state: scontrol update nodename=$NODE_NAME state=resume"
+			scontrol update nodename="$NODE_NAME" state=resume || true
+			last_resume=$SECONDS
+		fi
+		;;
+	esac
+	if ! pid_of "$SLURMD_PID" slurmd >/dev/null; then
+		start_slurmd
+	fi
+	((SECONDS < end)) || die "node $NODE_NAME not ready within ${SLURM_SANDBOX_TIMEOUT}s (state '$state'; see $LOGS/slurmd.log)"
+	sleep 0.2
+done
+
+# ---------------------------------------------------------------------------------------------
+# 6. JWT token for the cluster user (fresh on every run; old tokens stay valid until expiry)
+# ---------------------------------------------------------------------------------------------
+token_out=$(scontrol token lifespan="$SLURM_SANDBOX_JWT_LIFESPAN" username="$SLURM_SANDBOX_USER")
+token=${token_out#SLURM_JWT=}
+[[ $token =~ ^[A-Za-z0-9._-]+$ ]] || die "unexpected output from scontrol token: $token_out"
+(umask 077 && printf '%s' "$token" >"$TOKEN_FILE.tmp")
+mv -f -- "$TOKEN_FILE.tmp" "$TOKEN_FILE"
+token_expires=$(($(date +%s) + SLURM_SANDBOX_JWT_LIFESPAN))
+
+# ---------------------------------------------------------------------------------------------
+# 7. slurmrestd (JWT auth, as a system user, on 127.0.0.1)
+# ---------------------------------------------------------------------------------------------
+REST_URL=http://$SLURM_SANDBOX_HOST:$SLURM_SANDBOX_REST_PORT
+REST_ARGS=(-f "$SLURM_CONF_FILE" -a rest_auth/jwt -s "openapi/${SLURM_SANDBOX_REST_API_VERSIONS//,/,openapi/}"
+	-u "$SLURM_SANDBOX_REST_SYSUSER" "$SLURM_SANDBOX_HOST:$SLURM_SANDBOX_REST_PORT")
+rest_ok() {
+	"$PYTHON" - "$REST_URL/slurm/$SLURM_SANDBOX_REST_API_VERSION/ping" "$SLURM_SANDBOX_USER" "$TOKEN_FILE" <<'PY' 2>/dev/null
+import sys
+import urllib.request
+
+url, user, token_file = sys.argv[1:]
+with open(token_file) as f:
+    token = f.read().strip()
+req = urllib.request.Request(url, headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token})
+with urllib.request.urlopen(req, timeout=3) as resp:
+    sys.exit(0 if resp.status == 200 else 1)
+PY
+}
+if pid=$(pid_of "$REST_PID" slurmrestd) && ((slurm_conf_changed)); then
+	log "slurm.conf changed: restarting slurmrestd (pid $pid)"
+	stop_pid "$pid" slurmrestd
+fi
+if ! pid_of "$REST_PID" slurmrestd >/dev/null; then
+	rm -f -- "$REST_PID"
+	require_free_port "$SLURM_SANDBOX_REST_PORT" slurmrestd SANDBOX_SLURMREST_PORT
+	log "starting slurmrestd on $SLURM_SANDBOX_HOST:$SLURM_SANDBOX_REST_PORT"
+	# The inner bash records its own pid, then becomes slurmrestd (same pid) in a new session.
+	# SLURM_JWT=daemon makes slurmrestd talk to slurmctld with auth/jwt (else: auth/munge, which
+	# rejects the per-request tokens with "Rejecting thread config token").
+	SLURM_JWT=daemon setsid -f bash -c 'echo "$$" >"$1"; shift; exec "$@"' _ "$REST_PID" \
+		/usr/sbin/slurmrestd "${REST_ARGS[@]}" </dev/null >>"$LOGS/slurmrestd.log" 2>&1 9>&-
+fi
+end=$(deadline)
+until rest_ok; do
+	((SECONDS < end)) || die "slurmrestd not answering within ${SLURM_SANDBOX_TIMEOUT}s (see $LOGS/slurmrestd.log)"
+	sleep 0.2
+done
+
+# ---------------------------------------------------------------------------------------------
+# 8. sshd on a private port with its own host key; client key pair and known_hosts
+# ---------------------------------------------------------------------------------------------
+[[ -s $HOST_KEY ]] || ssh-keygen -q -t ed25519 -N '' -C pathways-slurm-sandbox-host -f "$HOST_KEY"
+[[ -s $CLIENT_KEY ]] || ssh-keygen -q -t ed25519 -N '' -C "$SLURM_SANDBOX_USER@pathways-slurm-sandbox" -f "$CLIENT_KEY"
+chmod 0600 "$HOST_KEY" "$CLIENT_KEY"
+install -m 0644 -o root -g root "$CLIENT_KEY.pub" "$AUTH_KEYS_DIR/$SLURM_SANDBOX_USER"
+if ((SLURM_SANDBOX_SSH_PORT == 22)); then host_pattern=$SLURM_SANDBOX_HOST; else host_pattern="[$SLURM_SANDBOX_HOST]:$SLURM_SANDBOX_SSH_PORT"; fi
+read -r key_type key_blob _ <"$HOST_KEY.pub"
+printf '%s %s %s\n' "$host_pattern" "$key_type" "$key_blob" >"$KNOWN_HOSTS.tmp"
+chmod 0644 "$KNOWN_HOSTS.tmp"
+mv -f -- "$KNOWN_HOSTS.tmp" "$KNOWN_HOSTS"
+
+cat >"$SSHD_CONFIG.new" <<EOF
+# Generated by sandbox/slurm/up.sh -- do not edit (rewritten on every run).
+Port $SLURM_SANDBOX_SSH_PORT
+ListenAddress $SLURM_SANDBOX_HOST
+AddressFamily inet
+HostKey $HOST_KEY
+PidFile $SSHD_PID
+AuthorizedKeysFile $AUTH_KEYS_DIR/%u
+AuthenticationMethods publickey
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+PermitRootLogin no
+AllowUsers $SLURM_SANDBOX_USER
+# The state dir may live under a group-writable checkout; keys are root-owned anyway.
+StrictModes no
+X11Forwarding no
+AllowTcpForwarding yes
+PrintMotd no
+PrintLastLog no
+MaxStartups 100:30:200
+MaxSessions 50
+SetEnv SLURM_CONF=$SLURM_CONF_FILE
+Subsystem sftp internal-sftp
+LogLevel INFO
+EOF
+sshd_changed=0
+if cmp -s "$SSHD_CONFIG.new" "$SSHD_CONFIG"; then
+	rm -f -- "$SSHD_CONFIG.new"
+else
+	mv -f -- "$SSHD_CONFIG.new" "$SSHD_CONFIG"
+	sshd_changed=1
+fi
+ssh_banner_ok() {
+	timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && IFS= read -r -t 2 line <&3 && [[ $line == SSH-2.0-* ]]' \
+		_ "$SLURM_SANDBOX_SSH_PORT" 2>/dev/null
+}
+if pid=$(pid_of "$SSHD_PID" sshd "$SSHD_CONFIG") && ((sshd_changed)); then
+	log "sshd_config changed: restarting sshd (pid $pid)"
+	stop_pid "$pid" sshd
+fi
+if ! pid_of "$SSHD_PID" sshd "$SSHD_CONFIG" >/dev/null; then
+	rm -f -- "$SSHD_PID"
+	require_free_port "$SLURM_SANDBOX_SSH_PORT" sshd SANDBOX_SSH_PORT
+	mkdir -p /run/sshd
+	chmod 0755 /run/sshd
+	/usr/sbin/sshd -t -f "$SSHD_CONFIG" || die "sshd rejects $SSHD_CONFIG"
+	log "starting sshd on $SLURM_SANDBOX_HOST:$SLURM_SANDBOX_SSH_PORT"
+	/usr/sbin/sshd -f "$SSHD_CONFIG" -E "$LOGS/sshd.log" 9>&-
+fi
+end=$(deadline)
+until ssh_banner_ok; do
+	((SECONDS < end)) || die "sshd not accepting within ${SLURM_SANDBOX_TIMEOUT}s (see $LOGS/sshd.log)"
+	sleep 0.1
+done
+
+# ---------------------------------------------------------------------------------------------
+# 9. slurm.env + slurm.json
+# ---------------------------------------------------------------------------------------------
+ENV_LINES=(
+	"SLURM_SANDBOX_STATE_DIR=$STATE"
+	"SLURM_CONF=$SLURM_CONF_FILE"
+	"SLURM_SANDBOX_CLUSTER_NAME=$SLURM_SANDBOX_CLUSTER_NAME"
+	"SLURM_SANDBOX_NODES=$NODE_NAME"
+	"SLURM_SANDBOX_CPUS=$SLURM_SANDBOX_CPUS"
+	"SLURM_SANDBOX_PARTITIONS=$P_DEF,$P_PRE,$P_HIGH"
+	"SLURM_SANDBOX_DEFAULT_PARTITION=$P_DEF"
+	"SLURM_SANDBOX_PREEMPTIBLE_PARTITION=$P_PRE"
+	"SLURM_SANDBOX_HIGH_PARTITION=$P_HIGH"
+	"SLURM_SANDBOX_REST_URL=$REST_URL"
+	"SLURM_SANDBOX_REST_API_VERSION=$SLURM_SANDBOX_REST_API_VERSION"
+	"SLURM_SANDBOX_REST_API_VERSIONS=$SLURM_SANDBOX_REST_API_VERSIONS"
+	"SLURM_SANDBOX_USER=$SLURM_SANDBOX_USER"
+	"SLURM_SANDBOX_USER_HOME=$USER_HOME"
+	"SLURM_SANDBOX_JWT_TOKEN_FILE=$TOKEN_FILE"
+	"SLURM_SANDBOX_JWT_EXPIRES=$token_expires"
+	"SLURM_SANDBOX_SSH_HOST=$SLURM_SANDBOX_HOST"
+	"SLURM_SANDBOX_SSH_PORT=$SLURM_SANDBOX_SSH_PORT"
+	"SLURM_SANDBOX_SSH_PRIVATE_KEY=$CLIENT_KEY"
+	"SLURM_SANDBOX_SSH_KNOWN_HOSTS=$KNOWN_HOSTS"
+	"SLURM_SANDBOX_SCRIPTS_DIR=$SCRIPTS_DIR"
+	"SLURM_SANDBOX_START_PATHWAYS_SCRIPT=$SCRIPTS_DIR/start_pathways.sh"
+	"SLURM_SANDBOX_RUN_WORKER_SLICE_SCRIPT=$SCRIPTS_DIR/run_worker_slice.sh"
+	"SLURM_SANDBOX_RUN_WORKLOAD_SCRIPT=$SCRIPTS_DIR/run_workload.sh"
+	"SLURM_SANDBOX_CLUSTER_ENV=$USER_HOME/pathways/cluster.env"
+	"SLURM_SANDBOX_LOG_DIR=$LOGS"
+	"SLURM_SANDBOX_UP_SCRIPT=$SANDBOX_SLURM_DIR/up.sh"
+	"SLURM_SANDBOX_DOWN_SCRIPT=$SANDBOX_SLURM_DIR/down.sh"
+)
+{
+	echo "# Generated by sandbox/slurm/up.sh; values never need quoting."
+	printf '%s\n' "${ENV_LINES[@]}"
+} >"$STATE/slurm.env.tmp"
+"$PYTHON" - "$STATE/slurm.json.tmp" "${ENV_LINES[@]}" <<'PY'
+import json
+import sys
+
+out, *lines = sys.argv[1:]
+data = dict(line.split("=", 1) for line in lines)
+with open(out, "w") as f:
+    json.dump(data, f, indent=2)
+    f.write("\n")
+PY
+chmod 0644 "$STATE/slurm.env.tmp" "$STATE/slurm.json.tmp"
+mv -f -- "$STATE/slurm.env.tmp" "$STATE/slurm.env"
+mv -f -- "$STATE/slurm.json.tmp" "$STATE/slurm.json"
+
+log "ready in $((SECONDS - STARTED))s: node $NODE_NAME, REST $REST_URL, ssh $SLURM_SANDBOX_USER@$SLURM_SANDBOX_HOST:$SLURM_SANDBOX_SSH_PORT"
+log "settings: $STATE/slurm.env (and slurm.json)"

@@ -1,0 +1,50 @@
+"""Fixtures for the Slurm sandbox tests: start it once per session with up.sh (idempotent, fast
+when it already runs), then talk to the real daemons."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from slurm_sandbox_helpers import REPO_ROOT, UP_SCRIPT, SlurmSandbox
+
+
+@pytest.fixture(scope="session")
+def slurm() -> SlurmSandbox:
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm sandbox needs root (it installs packages and starts daemons)")
+    if not shutil.which("apt-get") and not shutil.which("slurmctld"):
+        pytest.skip("the Slurm sandbox needs Debian (apt-get)")
+    proc = subprocess.run(
+        ["bash", str(UP_SCRIPT)], capture_output=True, text=True, timeout=600, cwd=REPO_ROOT, check=False
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"sandbox/slurm/up.sh failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    state = Path(os.environ.get("SANDBOX_STATE_DIR") or REPO_ROOT / ".sandbox" / "slurm").resolve()
+    settings = json.loads((state / "slurm.json").read_text())
+    return SlurmSandbox(settings)
+
+
+@pytest.fixture
+def jobs(slurm: SlurmSandbox) -> Iterator[list[str]]:
+    """Job ids a test submits; whatever is still active is cancelled (and awaited) afterwards."""
+    submitted: list[str] = []
+    yield submitted
+    if submitted:
+        slurm.run("scancel", *submitted, check=False)
+        slurm.wait_gone(submitted, timeout=30)
+
+
+@pytest.fixture
+def ssh(slurm: SlurmSandbox) -> Iterator[Any]:
+    client = slurm.ssh_client()
+    try:
+        yield client
+    finally:
+        client.close()
