@@ -56,16 +56,16 @@ def pytest_configure(config: pytest.Config) -> None:
 def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """The Kubernetes stand-in with simulated Pathways controllers, wired as Airflow connections.
 
-    ``kubernetes_default`` and ``kube_sandbox`` point at it; DAG callbacks find it through
+    ``kubernetes_default`` and ``gke_sandbox`` point at it; DAG callbacks find it through
     ``PATHWAYS_SANDBOX_KUBE_STATE``.
     """
     from sandbox.kube.launcher import start_kube_standin
 
     state_dir = tmp_path_factory.mktemp("kube")
     standin = start_kube_standin(state_dir)
-    saved = {k: os.environ.get(k) for k in ("AIRFLOW_CONN_KUBERNETES_DEFAULT", "AIRFLOW_CONN_KUBE_SANDBOX")}
+    saved = {k: os.environ.get(k) for k in ("AIRFLOW_CONN_KUBERNETES_DEFAULT", "AIRFLOW_CONN_GKE_SANDBOX")}
     os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = standin.airflow_connection()
-    os.environ["AIRFLOW_CONN_KUBE_SANDBOX"] = standin.airflow_connection()
+    os.environ["AIRFLOW_CONN_GKE_SANDBOX"] = standin.airflow_connection()
     os.environ["PATHWAYS_SANDBOX_KUBE_STATE"] = str(state_dir)
     try:
         yield standin

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from airflow_provider_pathways.spec import PathwaysJobSpec
 
-CONN = "kube_sandbox"
+CONN = "gke_sandbox"
 KNOB = "sandbox.pathways.dev/"
 T = TypeVar("T")
 

@@ -554,7 +554,13 @@ class _JobWatch:
                     self._close(plural)
             for plural, resource in wanted.items():
                 if plural not in self.streams:
-                    self.streams[plural] = await self._open(resource)
+                    try:
+                        self.streams[plural] = await self._open(resource)
+                    except AsyncApiException as err:
+                        if err.status != 410:
+                            raise
+                        self.needs_list = True
+                        return
                 if plural not in self.pending:
                     self.pending[plural] = asyncio.ensure_future(self.streams[plural].next_event())
             done, _ = await asyncio.wait(self.pending.values(), return_when=asyncio.FIRST_COMPLETED)

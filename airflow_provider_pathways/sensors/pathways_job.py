@@ -151,17 +151,21 @@ class PathwaysJobReadySensor(BaseSensorOperator):
                 in_cluster=self.in_cluster,
                 fail_on_suspend=False,
                 delete_on_kill=False,
-                deadline=time.time() + self.timeout,
+                deadline=time.time() + self._timeout_seconds(),
             ),
             method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout),
+            timeout=timedelta(seconds=self._timeout_seconds()),
         )
         return None
+
+    def _timeout_seconds(self) -> float:
+        timeout = self.timeout
+        return timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         """Resume after the trigger fired."""
         if event.get("status") == "timeout":
-            raise AirflowSensorTimeout(f"{self.job_name} was not ready within {self.timeout}s")
+            raise AirflowSensorTimeout(f"{self.job_name} was not ready within {self._timeout_seconds()}s")
         if event.get("status") != "done":
             raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
         address = self._check(PathwaysJobStatus.from_dict(event["job"]))

@@ -56,7 +56,7 @@ class PathwaysJobTrigger(BaseTrigger):
     :param kubernetes_conn_id: cncf-kubernetes connection.
     :param kind: ``PathwaysJob`` or ``JobSet``.
     :param wait_until: ``ready`` or ``finished``.
-    :param min_slices: worker slices that must be ready (``ready`` only).
+    :param min_slices: worker slices that must be ready (``ready`` only); default: all of them.
     :param fail_on_suspend: fire when the JobSet is suspended (preempted) instead of waiting.
     :param delete_on_kill: delete the job when the user kills the deferred task.
     """
@@ -144,7 +144,8 @@ class PathwaysJobTrigger(BaseTrigger):
             return True
         if status.phase is Phase.SUSPENDED:
             return self.fail_on_suspend
-        return self.wait_until == WaitUntil.READY.value and status.ready_for(self.min_slices or 1)
+        need = self.min_slices or status.slices_total
+        return self.wait_until == WaitUntil.READY.value and need > 0 and status.ready_for(need)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         event = await self._wait()

@@ -18,7 +18,7 @@ from airflow_provider_pathways.retry import PathwaysRetryPolicy
 from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
 from airflow_provider_pathways.spec import PathwaysJobSpec
 
-CONN = "kube_sandbox"
+CONN = "gke_sandbox"
 KNOB = "sandbox.pathways.dev/"
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))

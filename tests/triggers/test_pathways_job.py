@@ -110,3 +110,16 @@ async def test_wait_deadline_fires_a_timeout_event() -> None:
     events = [event async for event in trigger.run()]
     assert events[0].payload["status"] == "timeout"
     await hook.a_delete_job(spec.name, NS)
+
+
+@pytest.mark.usefixtures("kube")
+async def test_without_min_slices_every_slice_must_be_ready() -> None:
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    spec = new_spec(NS, slices=3, headless=True, max_ready_slices=2)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    trigger = PathwaysJobTrigger(
+        name=spec.name, namespace=NS, kubernetes_conn_id=CONN, wait_until="ready", deadline=time.time() + 1.5
+    )
+    events = [event async for event in trigger.run()]
+    assert events[0].payload["status"] == "timeout"  # 2 of 3 slices is not ready
+    await hook.a_delete_job(spec.name, NS)
