@@ -28,6 +28,22 @@ STARTED=$SECONDS
 deadline() { echo $((SECONDS + SLURM_SANDBOX_TIMEOUT)); }
 
 # ---------------------------------------------------------------------------------------------
+# 0. Only one sandbox per machine: /etc/slurm/slurm.conf points at the state dir of the last one.
+# ---------------------------------------------------------------------------------------------
+if [[ -L $SLURM_SANDBOX_ETC_SLURM_CONF ]]; then
+	other=$(readlink -- "$SLURM_SANDBOX_ETC_SLURM_CONF")
+	if [[ $other != "$SLURM_CONF_FILE" ]]; then
+		other_state=$(dirname -- "$(dirname -- "$other")")
+		if pid_of "$other_state/run/slurmctld.pid" slurmctld >/dev/null; then
+			[[ ${SANDBOX_SLURM_TAKEOVER:-0} == 1 ]] ||
+				die "a Slurm sandbox from $other_state is running; run its down.sh or set SANDBOX_SLURM_TAKEOVER=1"
+			log "taking over from the sandbox in $other_state"
+			sandbox_stop_daemons "$other_state"
+		fi
+	fi
+fi
+
+# ---------------------------------------------------------------------------------------------
 # 1. Packages
 # ---------------------------------------------------------------------------------------------
 PACKAGES=(slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-jwt-plugin openssh-server python3)
@@ -207,18 +223,7 @@ fi
 # Client commands (also inside jobs and SSH sessions) read /etc/slurm/slurm.conf by default.
 mkdir -p /etc/slurm
 etc_conf=$SLURM_SANDBOX_ETC_SLURM_CONF
-if [[ -L $etc_conf ]]; then
-	other=$(readlink -- "$etc_conf")
-	if [[ $other != "$SLURM_CONF_FILE" ]]; then
-		other_state=$(dirname -- "$(dirname -- "$other")")
-		if pid_of "$other_state/run/slurmctld.pid" slurmctld >/dev/null; then
-			[[ ${SANDBOX_SLURM_TAKEOVER:-0} == 1 ]] ||
-				die "a Slurm sandbox from $other_state is running; run its down.sh or set SANDBOX_SLURM_TAKEOVER=1"
-			log "taking over from the sandbox in $other_state"
-			sandbox_stop_daemons "$other_state"
-		fi
-	fi
-elif [[ -e $etc_conf ]]; then
+if [[ -e $etc_conf && ! -L $etc_conf ]]; then
 	log "moving the existing $etc_conf aside to $etc_conf.before-pathways-sandbox"
 	mv -f -- "$etc_conf" "$etc_conf.before-pathways-sandbox"
 fi

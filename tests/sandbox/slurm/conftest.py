@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,14 @@ def slurm() -> SlurmSandbox:
         pytest.fail(f"sandbox/slurm/up.sh failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     state = Path(os.environ.get("SANDBOX_STATE_DIR") or REPO_ROOT / ".sandbox" / "slurm").resolve()
     settings = json.loads((state / "slurm.json").read_text())
-    return SlurmSandbox(settings)
+    sandbox = SlurmSandbox(settings)
+    # Per-test work dirs of earlier sessions (kept for debugging) go after a day.
+    scratch = sandbox.home / "pathways" / "tests"
+    if scratch.is_dir():
+        for old in scratch.iterdir():
+            if old.is_dir() and time.time() - old.stat().st_mtime > 86400:
+                shutil.rmtree(old, ignore_errors=True)
+    return sandbox
 
 
 @pytest.fixture

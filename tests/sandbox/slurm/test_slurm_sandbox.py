@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
@@ -176,8 +177,9 @@ def test_ssh_strict_host_key_squeue_and_sftp(slurm: SlurmSandbox, ssh) -> None:
     with ssh.open_sftp() as sftp:
         with sftp.open(str(target)) as handle:
             assert handle.read() == b"written over ssh\n"
-        sftp.put(__file__, str(target.with_name("copy.py")))
-    assert target.with_name("copy.py").read_bytes() == Path(__file__).read_bytes()
+        payload = bytes(range(256)) * 64
+        sftp.putfo(io.BytesIO(payload), str(target.with_name("upload.bin")))
+    assert target.with_name("upload.bin").read_bytes() == payload
 
 
 def test_ssh_rejects_a_wrong_host_key(slurm: SlurmSandbox, tmp_path: Path) -> None:
