@@ -94,7 +94,9 @@ pid_of() {
 	# A killed daemon may linger as a zombie when PID 1 does not reap (containers, sandboxes).
 	grep -q '^State:[[:space:]]*[ZX]' "/proc/$pid/status" 2>/dev/null && return 1
 	if [[ -n $needle ]]; then
-		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$needle" || return 1
+		local cmdline
+		cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+		[[ $cmdline == *"$needle"* ]] || return 1
 	fi
 	printf '%s\n' "$pid"
 }
