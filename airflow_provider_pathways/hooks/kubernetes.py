@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
 from kubernetes.client import ApiException
 from kubernetes_asyncio import client as async_client
@@ -103,10 +104,15 @@ class PathwaysJobHook(KubernetesHook):
     @cached_property
     def async_hook(self) -> AsyncKubernetesHook:
         """The cncf-kubernetes async hook on the same connection."""
+        config_dict = None
+        if self.config_file:
+            # The async hook reads kubeconfig paths only from the connection, not from config_file.
+            with open(self.config_file) as config:
+                config_dict = yaml.safe_load(config)
         return AsyncKubernetesHook(
             kubernetes_conn_id=self.conn_id,
             cluster_context=self.cluster_context,
-            config_file=self.config_file,
+            config_dict=config_dict,
             in_cluster=self.in_cluster,
         )
 

@@ -237,3 +237,10 @@ INVALID_SPECS: list[tuple[str, str, dict[str, Any]]] = [
 with DAG("gke_invalid_specs", schedule=None, start_date=START) as invalid_specs:
     for task_id, _field, manifest in INVALID_SPECS:
         operator(task_id, "invalid-specs", manifest, retries=2)
+
+with DAG("gke_delete_missing", schedule=None, start_date=START) as delete_missing:
+    from airflow_provider_pathways.operators.pathways_job import DeletePathwaysJobOperator
+
+    DeletePathwaysJobOperator(
+        task_id="teardown", job_name="never-created", namespace="teardown", kubernetes_conn_id=CONN
+    )

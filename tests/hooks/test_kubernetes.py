@@ -173,3 +173,31 @@ async def test_async_log_tail_matches_the_sync_one(hook: PathwaysJobHook) -> Non
     tail = await hook.a_read_main_container_log(spec.name, NS, tail_lines=2)
     assert tail.splitlines() == ["second", "third"]
     assert await asyncio.to_thread(hook.read_main_container_log, spec.name, NS, tail_lines=2) == tail
+
+
+def test_a_rejected_token_never_appears_in_errors(kube: Any, tmp_path: Any) -> None:
+    import yaml
+
+    secret = "s3cr3t-token-do-not-print"
+    config = yaml.safe_load(kube.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"]["token"] = secret
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    bad = PathwaysJobHook(kubernetes_conn_id=None, config_file=str(path))
+    with pytest.raises(Exception) as caught:
+        bad.get_status("any", NS)
+    assert "401" in str(caught.value)
+    assert secret not in str(caught.value) and secret not in repr(caught.value)
+
+    from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
+
+    trigger = PathwaysJobTrigger(name="any", namespace=NS, kubernetes_conn_id=None, config_file=str(path))
+    event = asyncio.run(anext_event(trigger))
+    assert event["status"] == "error" and "401" in event["message"]
+    assert secret not in event["message"]
+
+
+async def anext_event(trigger: Any) -> Any:
+    events = [e async for e in trigger.run()]
+    return events[0].payload

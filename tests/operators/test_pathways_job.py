@@ -197,3 +197,9 @@ def test_invalid_specs_fail_before_anything_is_sent(kube: Any, capfd: pytest.Cap
     counts = kube.control("requests")["by_verb"]
     assert counts.get("create", 0) == 0
     assert pathways_jobs(kube, "invalid-specs") == []
+
+
+def test_teardown_of_a_job_that_is_already_gone_succeeds(kube: Any) -> None:
+    outcome = run_dag(load_dag(DAGS, "gke_delete_missing"))["teardown"]
+    assert outcome.state == "success"
+    assert outcome.xcom["return_value"] is False
