@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 sandbox-slurm:
-	@if [ -x sandbox/slurm/up.sh ]; then bash sandbox/slurm/up.sh; fi
+	SANDBOX_SLURM_TAKEOVER=1 bash sandbox/slurm/up.sh
 
 demo: venv
 	$(PY) -m sandbox.demo
@@ -33,7 +33,7 @@ bench: venv
 	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 sandbox-down:
-	@if [ -x sandbox/slurm/down.sh ]; then bash sandbox/slurm/down.sh; fi
+	-bash sandbox/slurm/down.sh
 	-$(PY) -m sandbox.kube stop --state-dir $(STATE)/kube 2>/dev/null
 
 clean: sandbox-down
