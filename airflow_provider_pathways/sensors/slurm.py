@@ -1,0 +1,184 @@
+"""Sensor that waits until the Pathways service on Slurm has written a fresh ``cluster.env``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
+
+from airflow_provider_pathways.cluster_env import (
+    DEFAULT_CLUSTER_ENV_PATH,
+    DEFAULT_PROXY_KEYS,
+    DEFAULT_SERVICE_JOB_KEY,
+    DEFAULT_WORKER_ARRAY_KEY,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk.definitions.context import Context
+
+    from airflow_provider_pathways.hooks.slurm import SlurmHook
+
+
+class PathwaysClusterEnvSensor(BaseSensorOperator):
+    """
+    Wait until the Pathways service job has written ``cluster.env`` with the proxy address.
+
+    Ready when the file exists, was written after the service job started (a file left by an
+    earlier run never counts; nor does one naming another service job), holds the proxy address
+    (``grpc://host:port`` or ``host:port``), and, with ``min_slices``, at least that many worker
+    array tasks are RUNNING. Fails at once, naming the job's state and reason, if the service job
+    ended. Returns ``{"proxy_address", "values", "running_slices", "worker_array_job_id"}`` and
+    pushes ``proxy_address`` to XCom. The file is parsed, never executed.
+
+    :param service_job_id: the service job's id (templated, e.g. from the service operator).
+    :param slurm_conn_id: a ``pathways_slurm`` connection.
+    :param cluster_env_path: path of ``cluster.env`` on the cluster (``~`` is the cluster user's home).
+    :param proxy_key: key (or keys, first present wins) holding the proxy address.
+    :param min_slices: also require this many RUNNING worker array tasks.
+    :param worker_array_job_id: the worker array's job id; default: read from ``cluster.env``.
+    :param deferrable: wait in the triggerer.
+    """
+
+    template_fields: Sequence[str] = (
+        "service_job_id",
+        "cluster_env_path",
+        "min_slices",
+        "worker_array_job_id",
+        "slurm_conn_id",
+    )
+    ui_color = "#e6f4ea"
+
+    def __init__(
+        self,
+        *,
+        service_job_id: int | str,
+        slurm_conn_id: str = "pathways_slurm_default",
+        cluster_env_path: str = DEFAULT_CLUSTER_ENV_PATH,
+        proxy_key: str | Sequence[str] | None = None,
+        min_slices: int | str | None = None,
+        worker_array_job_id: int | str | None = None,
+        worker_array_key: str = DEFAULT_WORKER_ARRAY_KEY,
+        service_job_key: str = DEFAULT_SERVICE_JOB_KEY,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.service_job_id = service_job_id
+        self.slurm_conn_id = slurm_conn_id
+        self.cluster_env_path = cluster_env_path
+        self.proxy_keys = [proxy_key] if isinstance(proxy_key, str) else list(proxy_key or DEFAULT_PROXY_KEYS)
+        self.min_slices = min_slices
+        self.worker_array_job_id = worker_array_job_id
+        self.worker_array_key = worker_array_key
+        self.service_job_key = service_job_key
+        self.deferrable = deferrable
+
+    @cached_property
+    def hook(self) -> SlurmHook:
+        from airflow_provider_pathways.hooks.slurm import SlurmHook
+
+        return SlurmHook(slurm_conn_id=self.slurm_conn_id)
+
+    @staticmethod
+    def _optional_int(field: str, value: Any) -> int | None:
+        if value in (None, "", "None"):
+            return None
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise AirflowFailException(f"{field}: {value!r} is not an integer") from None
+        if number < 1:
+            raise AirflowFailException(f"{field}: {number} must be >= 1")
+        return number
+
+    def _arguments(self) -> dict[str, Any]:
+        return {
+            "cluster_env_path": self.cluster_env_path,
+            "proxy_keys": self.proxy_keys,
+            "min_slices": self._optional_int("min_slices", self.min_slices),
+            "worker_array_job_id": self._optional_int("worker_array_job_id", self.worker_array_job_id),
+            "worker_array_key": self.worker_array_key,
+            "service_job_key": self.service_job_key,
+        }
+
+    def _job_id(self) -> int:
+        job_id = self._optional_int("service_job_id", self.service_job_id)
+        if job_id is None:
+            raise AirflowFailException("service_job_id: empty; pass the Pathways service job's id")
+        return job_id
+
+    def _fail_ended(self, job: dict[str, Any] | None) -> None:
+        if job is None:
+            raise AirflowFailException(f"the Pathways service job {self.service_job_id} is unknown to Slurm")
+        reason = f" ({job.get('reason')})" if job.get("reason") else ""
+        raise AirflowFailException(
+            f"the Pathways service job {job.get('job_id')} ended before it was ready: "
+            f"{job.get('state')}{reason}"
+        )
+
+    def _ready(self, context: Context, readiness: dict[str, Any]) -> dict[str, Any]:
+        context["ti"].xcom_push(key="proxy_address", value=readiness["proxy_address"])
+        self.log.info("Pathways service is ready: %s (%s)", readiness["proxy_address"], readiness["reason"])
+        return {
+            "proxy_address": readiness["proxy_address"],
+            "values": readiness["values"],
+            "running_slices": readiness["running_slices"],
+            "worker_array_job_id": readiness["worker_array_job_id"],
+        }
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        from airflow_provider_pathways.triggers.slurm import check_pathways_service
+
+        job_id = self._job_id()
+
+        async def look() -> Any:
+            try:
+                return await check_pathways_service(self.hook, job_id, **self._arguments())
+            finally:
+                await self.hook.a_close()
+
+        check = asyncio.run(look())
+        if check.service_ended:
+            self._fail_ended(check.job.to_dict() if check.job else None)
+        if not check.readiness.ready:
+            self.log.info("Pathways service %s: %s", job_id, check.readiness.reason)
+            return PokeReturnValue(is_done=False)
+        return PokeReturnValue(is_done=True, xcom_value=self._ready(context, check.readiness.to_dict()))
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        from airflow_provider_pathways.triggers.slurm import PathwaysClusterEnvTrigger
+
+        timeout = self.timeout.total_seconds() if isinstance(self.timeout, timedelta) else float(self.timeout)
+        self.defer(
+            trigger=PathwaysClusterEnvTrigger(
+                service_job_id=self._job_id(),
+                slurm_conn_id=self.slurm_conn_id,
+                poll_interval=float(self.poke_interval.total_seconds())
+                if isinstance(self.poke_interval, timedelta)
+                else float(self.poke_interval),
+                deadline=time.time() + timeout,
+                **self._arguments(),
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=timeout),
+        )
+        return None
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resume after the trigger fired."""
+        status = event.get("status")
+        if status == "service_ended":
+            self._fail_ended(event.get("job"))
+        if status == "timeout":
+            raise AirflowSensorTimeout(f"the Pathways service {self.service_job_id} was not ready in time")
+        if status != "ready":
+            raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
+        return self._ready(context, event["readiness"])

@@ -1,0 +1,287 @@
+"""Triggers that follow Slurm jobs and the Pathways service's ``cluster.env`` readiness."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_provider_pathways.cluster_env import (
+    DEFAULT_CLUSTER_ENV_PATH,
+    DEFAULT_PROXY_KEYS,
+    DEFAULT_SERVICE_JOB_KEY,
+    DEFAULT_WORKER_ARRAY_KEY,
+    Readiness,
+    count_running,
+    evaluate_cluster_env,
+    worker_array_id,
+)
+from airflow_provider_pathways.triggers.pathways_job import describe
+
+if TYPE_CHECKING:
+    from airflow_provider_pathways.hooks.slurm import SlurmHook
+    from airflow_provider_pathways.slurm_job import SlurmJob
+
+# Consecutive API errors tolerated (with backoff) before a trigger gives up.
+MAX_CONSECUTIVE_ERRORS = 8
+
+
+def _validate_common(job_id: Any, poll_interval: float) -> None:
+    if not isinstance(job_id, int) or job_id <= 0:
+        raise ValueError(f"job_id: {job_id!r} must be a positive integer Slurm job id")
+    if poll_interval <= 0:
+        raise ValueError("poll_interval: must be > 0 seconds")
+
+
+@dataclass(frozen=True)
+class ServiceCheck:
+    """One look at the Pathways service job: the job, and readiness when it is alive."""
+
+    job: SlurmJob | None
+    readiness: Readiness
+
+    @property
+    def service_ended(self) -> bool:
+        return self.job is None or self.job.terminal
+
+
+async def check_pathways_service(
+    hook: SlurmHook,
+    service_job_id: int,
+    *,
+    cluster_env_path: str = DEFAULT_CLUSTER_ENV_PATH,
+    proxy_keys: Sequence[str] = DEFAULT_PROXY_KEYS,
+    min_slices: int | None = None,
+    worker_array_job_id: int | None = None,
+    worker_array_key: str = DEFAULT_WORKER_ARRAY_KEY,
+    service_job_key: str = DEFAULT_SERVICE_JOB_KEY,
+) -> ServiceCheck:
+    """Service job state, ``cluster.env`` freshness and content, and RUNNING slices (one call each)."""
+    job = await hook.a_get_job(service_job_id)
+    if job is None or job.terminal:
+        return ServiceCheck(job, Readiness(False, "the service job is not running"))
+    stat = await hook.a_stat_file(cluster_env_path)
+    text = await hook.a_read_file(cluster_env_path) if stat is not None else None
+    readiness = evaluate_cluster_env(
+        service_job_id=service_job_id,
+        service_started=job.start_time,
+        stat=stat,
+        text=text,
+        proxy_keys=proxy_keys,
+        service_job_key=service_job_key,
+    )
+    array_id = worker_array_job_id or worker_array_id(readiness.values, worker_array_key)
+    if readiness.ready and min_slices:
+        if array_id is None:
+            readiness = Readiness(
+                False,
+                f"cannot count slices: no worker_array_job_id given and no {worker_array_key} in cluster.env",
+                values=readiness.values,
+            )
+        else:
+            running = count_running(await hook.a_get_array_tasks(array_id))
+            readiness = Readiness(
+                running >= min_slices,
+                f"{running} slices running, need {min_slices}",
+                proxy_address=readiness.proxy_address,
+                values=readiness.values,
+                running_slices=running,
+                worker_array_job_id=array_id,
+            )
+    elif readiness.ready:
+        readiness = Readiness(
+            True,
+            readiness.reason,
+            proxy_address=readiness.proxy_address,
+            values=readiness.values,
+            worker_array_job_id=array_id,
+        )
+    return ServiceCheck(job, readiness)
+
+
+class _SlurmPollingTrigger(BaseTrigger):
+    """Common parts: the hook, a deadline, backoff on transient errors."""
+
+    def __init__(self, *, slurm_conn_id: str, poll_interval: float, deadline: float | None) -> None:
+        super().__init__()
+        self.slurm_conn_id = slurm_conn_id
+        self.poll_interval = poll_interval
+        self.deadline = deadline
+        self._fired = False
+
+    def _hook(self) -> SlurmHook:
+        from airflow_provider_pathways.hooks.slurm import SlurmHook
+
+        return SlurmHook(slurm_conn_id=self.slurm_conn_id)
+
+    async def _poll(self, hook: SlurmHook) -> dict[str, Any] | None:
+        """One poll; an event payload when done."""
+        raise NotImplementedError
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        hook = self._hook()
+        errors = 0
+        try:
+            while True:
+                try:
+                    payload = await self._poll(hook)
+                    errors = 0
+                except (OSError, asyncio.TimeoutError, ConnectionError) as err:
+                    errors += 1
+                    if errors > MAX_CONSECUTIVE_ERRORS:
+                        payload = {"status": "error", "message": f"Slurm unreachable: {describe(err)}"}
+                    else:
+                        self.log.warning("Slurm error (%s); retrying", describe(err))
+                        payload = None
+                except Exception as err:
+                    payload = {"status": "error", "message": f"Slurm error: {describe(err)}"}
+                if payload is not None:
+                    break
+                if self.deadline is not None and time.time() >= self.deadline:
+                    payload = {"status": "timeout", "message": "the wait timed out"}
+                    break
+                await asyncio.sleep(min(self.poll_interval * (2 ** min(errors, 5)), 60.0))
+        finally:
+            await hook.a_close()
+        self._fired = True
+        yield TriggerEvent(payload)
+
+
+class SlurmJobTrigger(_SlurmPollingTrigger):
+    """
+    Fire when a Slurm job ends (or Slurm forgets it).
+
+    :param job_id: the job id.
+    :param slurm_conn_id: a ``pathways_slurm`` connection.
+    :param poll_interval: seconds between looks (one Slurm call each).
+    :param deadline: give up at this epoch time with a ``timeout`` event.
+    :param cancel_on_kill: cancel the job when the user kills the deferred task.
+    """
+
+    def __init__(
+        self,
+        *,
+        job_id: int,
+        slurm_conn_id: str,
+        poll_interval: float = 10.0,
+        deadline: float | None = None,
+        cancel_on_kill: bool = True,
+    ) -> None:
+        _validate_common(job_id, poll_interval)
+        super().__init__(slurm_conn_id=slurm_conn_id, poll_interval=poll_interval, deadline=deadline)
+        self.job_id = job_id
+        self.cancel_on_kill = cancel_on_kill
+        self._restarts: int | None = None
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "job_id": self.job_id,
+                "slurm_conn_id": self.slurm_conn_id,
+                "poll_interval": self.poll_interval,
+                "deadline": self.deadline,
+                "cancel_on_kill": self.cancel_on_kill,
+            },
+        )
+
+    async def _poll(self, hook: SlurmHook) -> dict[str, Any] | None:
+        job = await hook.a_get_job(self.job_id)
+        if job is None:
+            return {"status": "done", "job": None}
+        if self._restarts is not None and job.restarts > self._restarts:
+            self.log.warning(
+                "Slurm job %s was requeued (restarts %d); Slurm runs it again", job.job_id, job.restarts
+            )
+        self._restarts = job.restarts
+        self.log.info("Slurm job %s: %s%s", job.job_id, job.state, f" ({job.reason})" if job.reason else "")
+        return {"status": "done", "job": job.to_dict()} if job.terminal else None
+
+    async def on_kill(self) -> None:
+        """Cancel the job when the user kills the deferred task; harmless if it already ended."""
+        if self._fired or not self.cancel_on_kill:
+            return
+        hook = self._hook()
+        try:
+            cancelled = await hook.a_cancel_job(self.job_id)
+        finally:
+            await hook.a_close()
+        self.log.info(
+            "Slurm job %s %s on kill", self.job_id, "cancelled" if cancelled else "had already ended"
+        )
+
+
+class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
+    """
+    Fire when the Pathways service on Slurm is ready, or when its service job ends.
+
+    Ready: ``cluster.env`` exists, was written after the service job started, holds the proxy
+    address, and (with ``min_slices``) at least that many worker array tasks are RUNNING.
+    """
+
+    def __init__(
+        self,
+        *,
+        service_job_id: int,
+        slurm_conn_id: str,
+        cluster_env_path: str = DEFAULT_CLUSTER_ENV_PATH,
+        proxy_keys: Sequence[str] = DEFAULT_PROXY_KEYS,
+        min_slices: int | None = None,
+        worker_array_job_id: int | None = None,
+        worker_array_key: str = DEFAULT_WORKER_ARRAY_KEY,
+        service_job_key: str = DEFAULT_SERVICE_JOB_KEY,
+        poll_interval: float = 5.0,
+        deadline: float | None = None,
+    ) -> None:
+        _validate_common(service_job_id, poll_interval)
+        if min_slices is not None and (not isinstance(min_slices, int) or min_slices < 1):
+            raise ValueError(f"min_slices: {min_slices!r} must be an integer >= 1")
+        if not cluster_env_path:
+            raise ValueError("cluster_env_path: empty; pass the path of cluster.env on the cluster")
+        super().__init__(slurm_conn_id=slurm_conn_id, poll_interval=poll_interval, deadline=deadline)
+        self.service_job_id = service_job_id
+        self.cluster_env_path = cluster_env_path
+        self.proxy_keys = list(proxy_keys)
+        self.min_slices = min_slices
+        self.worker_array_job_id = worker_array_job_id
+        self.worker_array_key = worker_array_key
+        self.service_job_key = service_job_key
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "service_job_id": self.service_job_id,
+                "slurm_conn_id": self.slurm_conn_id,
+                "cluster_env_path": self.cluster_env_path,
+                "proxy_keys": list(self.proxy_keys),
+                "min_slices": self.min_slices,
+                "worker_array_job_id": self.worker_array_job_id,
+                "worker_array_key": self.worker_array_key,
+                "service_job_key": self.service_job_key,
+                "poll_interval": self.poll_interval,
+                "deadline": self.deadline,
+            },
+        )
+
+    async def _poll(self, hook: SlurmHook) -> dict[str, Any] | None:
+        check = await check_pathways_service(
+            hook,
+            self.service_job_id,
+            cluster_env_path=self.cluster_env_path,
+            proxy_keys=self.proxy_keys,
+            min_slices=self.min_slices,
+            worker_array_job_id=self.worker_array_job_id,
+            worker_array_key=self.worker_array_key,
+            service_job_key=self.service_job_key,
+        )
+        if check.service_ended:
+            return {"status": "service_ended", "job": check.job.to_dict() if check.job else None}
+        self.log.info("Pathways service %s: %s", self.service_job_id, check.readiness.reason)
+        if check.readiness.ready:
+            return {"status": "ready", "readiness": check.readiness.to_dict()}
+        return None
