@@ -1,0 +1,83 @@
+"""Training on a Slurm cluster (Cluster Director): Pathways service job, readiness, workload, teardown.
+
+1. ``start_pathways`` submits ``start_pathways.sh`` as the Pathways service job with
+   ``SLICE_SHAPE``, ``MIN_SLICES``, ``MAX_SLICES`` and ``GCS_BUCKET``.
+2. ``wait_for_pathways`` waits in the triggerer until the service wrote a fresh ``cluster.env``
+   and at least ``MIN_SLICES`` slices run; it returns the proxy address.
+3. ``train`` submits the workload, which reads ``cluster.env``, and follows it to its end with its
+   output in the task log. A preempted workload is retried with backoff; a failing one is not.
+4. ``stop_pathways`` cancels the service job and its worker array, whatever happened upstream.
+
+The connection and the paths on the cluster are DAG params, so one DAG serves several clusters.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_provider_pathways.operators.slurm import (
+    CancelSlurmJobOperator,
+    PathwaysSlurmServiceOperator,
+    SlurmJobOperator,
+)
+from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
+
+SERVICE_JOB_ID = "{{ ti.xcom_pull(task_ids='start_pathways', key='job_id') }}"
+
+with DAG(
+    dag_id="example_pathways_slurm",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    params={
+        "slurm_conn_id": "pathways_slurm_default",
+        "scripts_dir": "/opt/pathways",
+        "workload_script": "run_maxtext.sh",
+        "gcs_bucket": "my-pathways-bucket",
+    },
+    render_template_as_native_obj=True,
+    tags=["pathways", "slurm"],
+) as dag:
+    service = PathwaysSlurmServiceOperator(
+        task_id="start_pathways",
+        slurm_conn_id="{{ params.slurm_conn_id }}",
+        script_path="{{ params.scripts_dir }}/start_pathways.sh",
+        slice_shape="2x4",
+        min_slices=2,
+        max_slices=3,
+        gcs_bucket="{{ params.gcs_bucket }}",
+        job_name="pathways-service",
+        wait_for_ready=False,
+    )
+
+    ready = PathwaysClusterEnvSensor(
+        task_id="wait_for_pathways",
+        slurm_conn_id="{{ params.slurm_conn_id }}",
+        service_job_id=SERVICE_JOB_ID,
+        min_slices=2,
+        deferrable=True,
+        poke_interval=3,
+        timeout=1800,
+    )
+
+    train = SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id="{{ params.slurm_conn_id }}",
+        script_path="{{ params.scripts_dir }}/{{ params.workload_script }}",
+        job_name="pathways-train",
+        environment={
+            "PATHWAYS_PROXY_ADDRESS": "{{ ti.xcom_pull(task_ids='wait_for_pathways')['proxy_address'] }}",
+        },
+        deferrable=True,
+        poll_interval=2,
+        retries=2,
+    )
+
+    stop = CancelSlurmJobOperator(
+        task_id="stop_pathways",
+        slurm_conn_id="{{ params.slurm_conn_id }}",
+        job_ids=SERVICE_JOB_ID,
+    )
+
+    service >> ready >> train >> stop.as_teardown(setups=service)
