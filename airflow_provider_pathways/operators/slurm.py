@@ -212,7 +212,6 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
         "cluster_env_path",
         "slurm_conn_id",
     )
-    template_ext: Sequence[str] = (".sh",)
     ui_color = "#fff4e5"
 
     def __init__(
@@ -418,7 +417,6 @@ class SlurmJobOperator(_SlurmJobMixin):
         "output",
         "slurm_conn_id",
     )
-    template_ext: Sequence[str] = (".sh",)
     ui_color = "#fff4e5"
 
     def __init__(self, *, log_tail_lines: int = 40, **kwargs: Any) -> None:

@@ -1,0 +1,150 @@
+"""DAGs the Slurm tests run with dag.test() on the sandbox Slurm cluster.
+
+The connection (``slurm_rest`` or ``slurm_ssh``) and the paths on the cluster come in through the
+run conf (``params``), so every DAG runs over both transports.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_provider_pathways.operators.slurm import (
+    CancelSlurmJobOperator,
+    PathwaysSlurmServiceOperator,
+    SlurmJobOperator,
+)
+from airflow_provider_pathways.retry import PathwaysRetryPolicy
+from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
+
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))
+PARAMS = {"conn": "slurm_ssh", "scripts": "/nonexistent", "marker": "/tmp/none", "cluster_env": "~/x.env"}
+CONN = "{{ params.conn }}"
+SERVICE_ID = "{{ ti.xcom_pull(task_ids='service', key='job_id') }}"
+
+FAILING_WORKLOAD = """#!/bin/bash
+echo "step 1/2 loss=0.9"
+echo "ValueError: bad batch" >&2
+exit 3
+"""
+
+# First run: leaves a marker and runs long enough to be preempted; the retry finds it and finishes.
+PREEMPTIBLE_WORKLOAD = """#!/bin/bash
+if [ -e "$MARKER" ]; then echo "second run: finishing"; exit 0; fi
+touch "$MARKER"
+echo "first run: working"
+sleep 120
+"""
+
+
+def dag(dag_id: str) -> DAG:
+    return DAG(dag_id, schedule=None, start_date=START, params=PARAMS, render_template_as_native_obj=True)
+
+
+with dag("slurm_workload_fails") as workload_fails:
+    SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        script=FAILING_WORKLOAD,
+        deferrable=True,
+        poll_interval=0.5,
+        retries=3,
+        retry_policy=FAST_RETRY,
+    )
+
+with dag("slurm_workload_preempted") as workload_preempted:
+    SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        script=PREEMPTIBLE_WORKLOAD,
+        partition="preemptible",
+        environment={"MARKER": "{{ params.marker }}"},
+        deferrable=True,
+        poll_interval=0.5,
+        retries=2,
+        retry_policy=FAST_RETRY,
+    )
+
+with dag("slurm_kill_on_timeout") as kill_on_timeout:
+    SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        script="#!/bin/bash\nsleep 300\n",
+        deferrable=False,
+        poll_interval=0.2,
+        execution_timeout=timedelta(seconds=3),
+    )
+
+with dag("slurm_bad_input") as bad_input:
+    common = {"slurm_conn_id": CONN, "wait_for_ready": False, "retries": 2, "retry_policy": FAST_RETRY}
+    good = {"slice_shape": "2x4", "min_slices": 1, "max_slices": 2, "gcs_bucket": "my-bucket"}
+    PathwaysSlurmServiceOperator(
+        task_id="bad_shape",
+        script_path="{{ params.scripts }}/start_pathways.sh",
+        **{**good, "slice_shape": "2x"},
+        **common,
+    )
+    PathwaysSlurmServiceOperator(
+        task_id="min_over_max",
+        script_path="{{ params.scripts }}/start_pathways.sh",
+        **{**good, "min_slices": 3},
+        **common,
+    )
+    PathwaysSlurmServiceOperator(
+        task_id="bad_bucket",
+        script_path="{{ params.scripts }}/start_pathways.sh",
+        **{**good, "gcs_bucket": "gs://Bad_Bucket"},
+        **common,
+    )
+    PathwaysSlurmServiceOperator(
+        task_id="missing_script", script_path="/nonexistent/start_pathways.sh", **good, **common
+    )
+
+with dag("slurm_service_dies") as service_dies:
+    service = PathwaysSlurmServiceOperator(
+        task_id="service",
+        slurm_conn_id=CONN,
+        script="#!/bin/bash\necho 'starting the resource manager'\nexit 7\n",
+        slice_shape="2x4",
+        min_slices=1,
+        max_slices=2,
+        gcs_bucket="my-bucket",
+        wait_for_ready=False,
+    )
+    service >> PathwaysClusterEnvSensor(
+        task_id="ready",
+        slurm_conn_id=CONN,
+        service_job_id=SERVICE_ID,
+        cluster_env_path="{{ params.cluster_env }}",
+        deferrable=True,
+        poke_interval=0.5,
+        timeout=300,
+    )
+
+with dag("slurm_stale_cluster_env") as stale_cluster_env:
+    service = PathwaysSlurmServiceOperator(
+        task_id="service",
+        slurm_conn_id=CONN,
+        script="#!/bin/bash\necho 'never ready'\nsleep 120\n",
+        slice_shape="2x4",
+        min_slices=1,
+        max_slices=2,
+        gcs_bucket="my-bucket",
+        wait_for_ready=False,
+    )
+    ready = PathwaysClusterEnvSensor(
+        task_id="ready",
+        slurm_conn_id=CONN,
+        service_job_id=SERVICE_ID,
+        cluster_env_path="{{ params.cluster_env }}",
+        deferrable=True,
+        poke_interval=0.5,
+        timeout=4,
+    )
+    stop = CancelSlurmJobOperator(
+        task_id="stop", slurm_conn_id=CONN, job_ids=SERVICE_ID, cluster_env_path=None
+    )
+    service >> ready >> stop.as_teardown(setups=service)
