@@ -1,0 +1,281 @@
+"""Operators that free stale Pathways compilation-cache entries in GCS, or set a lifecycle rule.
+
+Parse-time cheap: importing this module loads neither ``google.cloud`` nor ``google.auth``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator, TriggerRule
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+
+from airflow_provider_pathways.compilation_cache import (
+    DEFAULT_MIN_AGE,
+    CacheSelector,
+    GcsLocation,
+    parse_duration,
+    parse_size,
+    scratch_location_for_bucket,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk.definitions.context import Context
+
+    from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
+
+PATHWAYS_DIR_XCOM_KEY = "pathways_dir"
+DEFAULT_GCP_CONN_ID = "google_cloud_default"
+
+
+def _templated(value: object) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+class CleanupCompilationCacheOperator(BaseOperator):
+    """
+    Delete stale compilation-cache entries under a Pathways scratch location and report what went.
+
+    Where (exactly one): ``scratch_location`` (``gs://...``), ``bucket`` (the Slurm scripts'
+    ``gs://BUCKET/pathways-scratch/shared``) or ``pathways_dir_from_task`` (the ``pathways_dir`` an
+    upstream ``PathwaysJobOperator`` pushed). What: entries last updated more than ``older_than``
+    ago, and/or the oldest ones while the cache exceeds ``max_cache_bytes``. Only cache entries are
+    touched (``compilation_cache/`` folders and JAX ``-cache``/``-atime`` pairs), each delete
+    conditioned on the generation seen when planning.
+
+    Runs as a teardown by default (``trigger_rule="all_done"``): it runs even if training failed.
+    The report (a dict) is the return value (XCom ``return_value``) and also pushed under
+    ``cleanup_report``; a summary table goes to the task log. The task fails if deletes failed
+    (``fail_on_errors``), after logging and pushing the report.
+
+    :param scratch_location: ``gs://bucket/path`` to clean (templated).
+    :param bucket: bucket name; cleans ``gs://BUCKET/pathways-scratch/shared`` (templated).
+    :param pathways_dir_from_task: task id whose ``pathways_dir`` XCom gives the location (templated).
+    :param older_than: age such as ``"7d"``, ``"36h"``, seconds or a timedelta (templated).
+    :param max_cache_bytes: size budget such as ``"500GiB"`` or bytes; oldest go first (templated).
+    :param dry_run: plan and report only, delete nothing.
+    :param cache_prefixes: cache folders relative to the location instead of the defaults (templated).
+    :param jax_pairs: treat JAX ``<key>-cache``/``<key>-atime`` objects as cache entries.
+    :param min_age: with a budget, never delete entries updated less than this ago.
+    :param allow_bucket_root: allow a bucket root as location (cleans cache folders bucket-wide).
+    :param allow_any_prefix: allow ``cache_prefixes`` whose names do not say "cache".
+    :param max_workers: concurrent delete requests.
+    :param max_errors: stop after this many failed deletes.
+    :param fail_on_errors: fail the task when some deletes failed.
+    :param skip_if_no_location: with ``pathways_dir_from_task``, skip (instead of failing) when the
+        task pushed no ``pathways_dir`` (e.g. it failed before creating the job).
+    :param gcp_conn_id: Airflow Google connection (used if the google provider is installed).
+    :param impersonation_chain: service account(s) to impersonate (templated).
+    """
+
+    template_fields: Sequence[str] = (
+        "scratch_location",
+        "bucket",
+        "pathways_dir_from_task",
+        "older_than",
+        "max_cache_bytes",
+        "cache_prefixes",
+        "gcp_conn_id",
+        "impersonation_chain",
+    )
+    ui_color = "#e8f1fb"
+
+    def __init__(
+        self,
+        *,
+        scratch_location: str | None = None,
+        bucket: str | None = None,
+        pathways_dir_from_task: str | None = None,
+        older_than: str | timedelta | float | None = None,
+        max_cache_bytes: str | int | None = None,
+        dry_run: bool = False,
+        cache_prefixes: Sequence[str] | None = None,
+        jax_pairs: bool = True,
+        min_age: str | timedelta | float = DEFAULT_MIN_AGE,
+        allow_bucket_root: bool = False,
+        allow_any_prefix: bool = False,
+        max_workers: int = 32,
+        max_errors: int = 100,
+        fail_on_errors: bool = True,
+        skip_if_no_location: bool = True,
+        gcp_conn_id: str = DEFAULT_GCP_CONN_ID,
+        impersonation_chain: str | Sequence[str] | None = None,
+        trigger_rule: str = TriggerRule.ALL_DONE,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(trigger_rule=trigger_rule, **kwargs)
+        given = [
+            n
+            for n, v in (
+                ("scratch_location", scratch_location),
+                ("bucket", bucket),
+                ("pathways_dir_from_task", pathways_dir_from_task),
+            )
+            if v
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of scratch_location (gs://...), bucket (uses the Slurm convention "
+                "gs://BUCKET/pathways-scratch/shared) or pathways_dir_from_task (a task id); "
+                f"got {given or 'none'}"
+            )
+        if older_than is None and max_cache_bytes is None:
+            raise ValueError(
+                "give older_than (an age such as '7d') and/or max_cache_bytes (a budget such as '500GiB')"
+            )
+        self.scratch_location = scratch_location
+        self.bucket = bucket
+        self.pathways_dir_from_task = pathways_dir_from_task
+        self.older_than = older_than
+        self.max_cache_bytes = max_cache_bytes
+        self.dry_run = dry_run
+        self.cache_prefixes = cache_prefixes
+        self.jax_pairs = jax_pairs
+        self.min_age = min_age
+        self.allow_bucket_root = allow_bucket_root
+        self.allow_any_prefix = allow_any_prefix
+        self.max_workers = max_workers
+        self.max_errors = max_errors
+        self.fail_on_errors = fail_on_errors
+        self.skip_if_no_location = skip_if_no_location
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self._hook: CompilationCacheHook | None = None
+        self._check_arguments(parse_time=True)
+
+    def _check_arguments(self, *, parse_time: bool) -> dict[str, Any]:
+        """Parse the (rendered) arguments; at parse time, skip values that are still templates."""
+
+        def ready(value: object) -> bool:
+            return value is not None and not (parse_time and _templated(value))
+
+        parsed: dict[str, Any] = {}
+        if ready(self.older_than):
+            parsed["older_than"] = parse_duration(self.older_than, param="older_than")
+        if ready(self.max_cache_bytes):
+            parsed["max_cache_bytes"] = parse_size(self.max_cache_bytes, param="max_cache_bytes")
+        parsed["min_age"] = parse_duration(self.min_age, param="min_age")
+        location: str | None = None
+        if ready(self.scratch_location):
+            location = GcsLocation.parse(self.scratch_location, param="scratch_location").url
+        elif ready(self.bucket):
+            location = scratch_location_for_bucket(self.bucket, param="bucket")
+        if location is not None:
+            templated_prefixes = parse_time and any(_templated(p) for p in (self.cache_prefixes or []))
+            if not templated_prefixes and not _templated(self.cache_prefixes):
+                CacheSelector.build(
+                    GcsLocation.parse(location),
+                    cache_prefixes=self.cache_prefixes,
+                    allow_bucket_root=self.allow_bucket_root,
+                    allow_any_prefix=self.allow_any_prefix,
+                )
+        parsed["location"] = location
+        return parsed
+
+    def _resolve_location(self, context: Context, parsed: dict[str, Any]) -> str:
+        if parsed["location"] is not None:
+            return parsed["location"]
+        task_id = self.pathways_dir_from_task
+        value = context["ti"].xcom_pull(task_ids=task_id, key=PATHWAYS_DIR_XCOM_KEY)
+        if not value:
+            message = (
+                f"pathways_dir_from_task={task_id!r}: that task pushed no {PATHWAYS_DIR_XCOM_KEY!r} XCom "
+                "(it did not run, failed before creating the job, or its spec has no pathways_dir)"
+            )
+            if self.skip_if_no_location:
+                raise AirflowSkipException(message + ": nothing to clean")
+            raise AirflowException(message)
+        return GcsLocation.parse(value, param=f"pathways_dir pushed by {task_id!r}").url
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
+
+        parsed = self._check_arguments(parse_time=False)
+        location = self._resolve_location(context, parsed)
+        self._hook = hook = CompilationCacheHook(
+            gcp_conn_id=self.gcp_conn_id,
+            impersonation_chain=self.impersonation_chain,
+            max_workers=self.max_workers,
+        )
+        report = hook.cleanup(
+            location,
+            dry_run=self.dry_run,
+            max_errors=self.max_errors,
+            older_than=parsed.get("older_than"),
+            max_cache_bytes=parsed.get("max_cache_bytes"),
+            cache_prefixes=self.cache_prefixes,
+            jax_pairs=self.jax_pairs,
+            min_age=parsed["min_age"],
+            allow_bucket_root=self.allow_bucket_root,
+            allow_any_prefix=self.allow_any_prefix,
+        )
+        result = report.to_dict()
+        self.log.info("%s", report.summary_table())
+        context["ti"].xcom_push(key="cleanup_report", value=result)
+        if report.errors and self.fail_on_errors:
+            samples = "; ".join(f"{s['object']}: {s['error']}" for s in report.error_samples[:3])
+            raise AirflowException(
+                f"{report.errors} cache objects could not be deleted ({samples}); "
+                "the report is in XCom 'cleanup_report'"
+            )
+        return result
+
+    def on_kill(self) -> None:
+        if self._hook is not None:
+            self._hook.cancel()
+
+
+class EnsureCompilationCacheLifecycleOperator(BaseOperator):
+    """
+    Make sure a bucket has one age-based delete rule for the compilation-cache prefix (idempotent).
+
+    The alternative to running cleanups: GCS deletes cache objects older than ``age_days`` itself.
+    Needs ``storage.buckets.get`` and ``storage.buckets.update`` on the bucket. Returns
+    ``"added"``, ``"updated"`` or ``"unchanged"``.
+
+    :param bucket: bucket name (templated).
+    :param prefix: cache folder inside the bucket, e.g.
+        ``pathways-scratch/shared/compilation_cache/`` (templated).
+    :param age_days: delete objects this many days after their creation.
+    """
+
+    template_fields: Sequence[str] = ("bucket", "prefix", "gcp_conn_id", "impersonation_chain")
+
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        prefix: str,
+        age_days: int,
+        allow_bucket_root: bool = False,
+        allow_any_prefix: bool = False,
+        gcp_conn_id: str = DEFAULT_GCP_CONN_ID,
+        impersonation_chain: str | Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if isinstance(age_days, bool) or not isinstance(age_days, int) or age_days < 1:
+            raise ValueError(f"age_days={age_days!r} must be a whole number of days, 1 or more")
+        self.bucket = bucket
+        self.prefix = prefix
+        self.age_days = age_days
+        self.allow_bucket_root = allow_bucket_root
+        self.allow_any_prefix = allow_any_prefix
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+
+    def execute(self, context: Context) -> str:
+        from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
+
+        hook = CompilationCacheHook(
+            gcp_conn_id=self.gcp_conn_id, impersonation_chain=self.impersonation_chain
+        )
+        return hook.ensure_lifecycle_rule(
+            self.bucket,
+            self.prefix,
+            self.age_days,
+            allow_bucket_root=self.allow_bucket_root,
+            allow_any_prefix=self.allow_any_prefix,
+        )

@@ -1,0 +1,1 @@
+"""GCS emulator sandbox: launcher, on-disk seeding and a precondition-enforcing proxy."""

@@ -1,0 +1,162 @@
+"""An HTTP proxy in front of a GCS emulator that records deletes and adds what the emulator lacks.
+
+Measured: fake-gcs-server and gcp-storage-emulator both ignore ``ifGenerationMatch`` on object
+DELETE. Real GCS answers 412 when the object's generation differs. This proxy does that check (it
+reads the object's current generation from the emulator, then forwards the delete only if it
+matches), records every DELETE it sees with its query (so tests can show the condition was sent
+with each request), and can answer the first N delete attempts of each object with an error
+status (429/503) to exercise retries. Everything else is forwarded unchanged.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_HOP_HEADERS = frozenset({"connection", "keep-alive", "transfer-encoding", "proxy-connection", "upgrade"})
+
+
+@dataclass
+class RecordedDelete:
+    """One DELETE of an object as the proxy saw it, and what it answered."""
+
+    bucket: str
+    name: str
+    query: dict[str, str]
+    status: int
+
+
+@dataclass
+class _Faults:
+    status: int = 0
+    per_object: int = 0
+    seen: dict[str, int] = field(default_factory=dict)
+
+
+class GcsProxy:
+    """A running proxy: point ``STORAGE_EMULATOR_HOST`` at :attr:`url`."""
+
+    def __init__(
+        self, upstream: str, *, enforce_generation_match: bool = True, host: str = "127.0.0.1"
+    ) -> None:
+        parsed = urllib.parse.urlsplit(upstream)
+        self.upstream_host = parsed.hostname or "127.0.0.1"
+        self.upstream_port = parsed.port or 80
+        self.enforce_generation_match = enforce_generation_match
+        self.deletes: list[RecordedDelete] = []
+        self._faults = _Faults()
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                status, headers, data = proxy._dispatch(self.command, self.path, dict(self.headers), body)
+                self.send_response(status)
+                for key, value in headers:
+                    if key.lower() not in _HOP_HEADERS and key.lower() != "content-length":
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+        self._server = ThreadingHTTPServer((host, 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://{host}:{self._server.server_address[1]}"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="gcs-proxy", daemon=True
+        )
+        self._thread.start()
+
+    def fail_deletes(self, status: int, per_object: int) -> None:
+        """Answer the first ``per_object`` DELETE attempts of each object with ``status``."""
+        with self._lock:
+            self._faults = _Faults(status=status, per_object=per_object)
+
+    def _upstream(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn = getattr(self._local, "conn", None)
+        for attempt in range(2):
+            if conn is None:
+                conn = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=60)
+                self._local.conn = conn
+            try:
+                forward = {
+                    k: v for k, v in headers.items() if k.lower() not in _HOP_HEADERS and k.lower() != "host"
+                }
+                forward["Content-Length"] = str(len(body))
+                conn.request(method, path, body=body or None, headers=forward)
+                response = conn.getresponse()
+                return response.status, response.getheaders(), response.read()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = self._local.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _dispatch(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        parsed = urllib.parse.urlsplit(path)
+        parts = parsed.path.split("/")
+        # /storage/v1/b/{bucket}/o/{object}
+        is_object = len(parts) == 7 and parts[1:4] == ["storage", "v1", "b"] and parts[5] == "o"
+        if method != "DELETE" or not is_object:
+            return self._upstream(method, path, headers, body)
+        bucket = urllib.parse.unquote(parts[4])
+        name = urllib.parse.unquote(parts[6])
+        query = dict(urllib.parse.parse_qsl(parsed.query))
+        status, out_headers, data = self._delete(method, path, headers, body, name, query)
+        with self._lock:
+            self.deletes.append(RecordedDelete(bucket, name, query, status))
+        return status, out_headers, data
+
+    def _delete(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, name: str, query: dict[str, str]
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        with self._lock:
+            faults = self._faults
+            if faults.status and faults.seen.get(name, 0) < faults.per_object:
+                faults.seen[name] = faults.seen.get(name, 0) + 1
+                return _error(faults.status, "injected by the sandbox proxy")
+        wanted = query.get("ifGenerationMatch")
+        if self.enforce_generation_match and wanted is not None:
+            meta_path = urllib.parse.urlsplit(path).path
+            status, _, data = self._upstream("GET", meta_path, {}, b"")
+            if status == 200 and str(json.loads(data).get("generation")) != wanted:
+                return _error(412, "At least one of the pre-conditions you specified did not hold.")
+        return self._upstream(method, path, headers, body)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> GcsProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _error(status: int, message: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    body = json.dumps(
+        {"error": {"code": status, "message": message, "errors": [{"message": message}]}}
+    ).encode()
+    return status, [("Content-Type", "application/json")], body
