@@ -446,6 +446,9 @@ class PathwaysJobHook(KubernetesHook):
                         code = getattr(err, "status", None)
                         if isinstance(err, AsyncApiException) and code not in _TRANSIENT_HTTP:
                             raise
+                        if watch.reconnected:  # the last error was followed by a healthy stream
+                            errors = 0
+                        watch.reconnected = False
                         errors += 1
                         if errors > max_consecutive_errors:
                             raise
@@ -509,6 +512,8 @@ class _JobWatch:
         self.observed = _Observed()
         self.needs_list = True
         self.streams: dict[str, _WatchStream] = {}
+        # Set when a watch request was opened again; clears the error count of the caller.
+        self.reconnected = False
         self.pending: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
 
     def _resources(self) -> list[CustomResource]:
@@ -562,6 +567,7 @@ class _JobWatch:
                 if plural not in self.streams:
                     try:
                         self.streams[plural] = await self._open(resource)
+                        self.reconnected = True
                     except AsyncApiException as err:
                         if err.status != 410:
                             raise

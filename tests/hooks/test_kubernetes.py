@@ -201,3 +201,28 @@ def test_a_rejected_token_never_appears_in_errors(kube: Any, tmp_path: Any) -> N
 async def anext_event(trigger: Any) -> Any:
     events = [e async for e in trigger.run()]
     return events[0].payload
+
+
+async def test_many_isolated_drops_do_not_end_the_wait(hook: PathwaysJobHook, kube: Any) -> None:
+    spec = new_spec(NS, headless=True, max_ready_slices=0)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    statuses = hook.a_watch_status(spec.name, NS, max_consecutive_errors=2)
+    while not (await statuses.__anext__()).head_ready:  # settle: the JobSet exists, nothing changes now
+        pass
+
+    async def drop_repeatedly() -> None:
+        for _ in range(5):  # more drops than the consecutive-error budget, each followed by a reconnect
+            before = kube.control("requests")["by_verb"].get("watch", 0)
+            await asyncio.to_thread(kube.control, "watches/drop")
+            deadline = asyncio.get_running_loop().time() + 10
+            while kube.control("requests")["by_verb"].get("watch", 0) <= before:
+                assert asyncio.get_running_loop().time() < deadline, "the watch was not reopened"
+                await asyncio.sleep(0.05)
+        await asyncio.to_thread(kube.action, NS, spec.name, "suspend")
+
+    dropper = asyncio.ensure_future(drop_repeatedly())
+    status = await asyncio.wait_for(statuses.__anext__(), 30)
+    await dropper
+    await statuses.aclose()
+    assert status.phase is Phase.SUSPENDED  # the change after the drops still arrives
+    await hook.a_delete_job(spec.name, NS)

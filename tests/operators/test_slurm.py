@@ -1,0 +1,193 @@
+"""Slurm operators and the cluster.env sensor end to end, over REST and over SSH, on real Slurm."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.airflow_runs import load_dag, run_dag
+
+DAGS = "slurm_scenarios.py"
+TRANSPORTS = ["slurm_rest", "slurm_ssh"]
+pytestmark = [pytest.mark.slurm]
+
+
+def squeue(*args: str) -> list[str]:
+    out = subprocess.run(["squeue", "-h", *args], capture_output=True, text=True, check=True).stdout
+    return [line.split() for line in out.splitlines() if line.strip()]  # type: ignore[misc]
+
+
+def job_state(job_id: int | str) -> str:
+    out = subprocess.run(
+        ["scontrol", "-o", "show", "job", str(job_id)], capture_output=True, text=True, check=False
+    ).stdout
+    for field in out.split():
+        if field.startswith("JobState="):
+            return field.split("=", 1)[1]
+    return "UNKNOWN"
+
+
+def params(slurm_cluster: dict[str, str], conn: str, **extra: str) -> dict[str, str]:
+    return {"conn": conn, "scripts": slurm_cluster["SLURM_SANDBOX_SCRIPTS_DIR"], **extra}
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_failing_workload_fails_at_once_with_exit_code_and_output(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    outcome = run_dag(load_dag(DAGS, "slurm_workload_fails"), params(slurm_cluster, conn))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "failed"
+    assert outcome.try_number == 1  # retries=3, yet a program error is not retried
+    assert "exit code 3" in logs
+    assert "ValueError: bad batch" in logs  # the output tail reaches the task log
+    assert outcome.xcom["job"]["state"] == "FAILED"
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_preempted_workload_is_retried_and_then_succeeds(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    marker = f"/tmp/pathways-preempt-{uuid.uuid4().hex}"
+    hog: list[str] = []
+
+    def preempt_when_running() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            running = [row for row in squeue("-p", "preemptible", "-t", "R", "-o", "%i") if row]
+            if running and Path(marker).exists():
+                cpus = slurm_cluster["SLURM_SANDBOX_CPUS"]
+                out = subprocess.run(
+                    ["sbatch", "--parsable", "-p", "high", "-c", cpus, "--wrap", "sleep 2"],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+                hog.append(out.strip())
+                return
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=preempt_when_running, daemon=True)
+    thread.start()
+    outcome = run_dag(load_dag(DAGS, "slurm_workload_preempted"), params(slurm_cluster, conn, marker=marker))[
+        "train"
+    ]
+    thread.join(5)
+    logs = capfd.readouterr().out
+    assert hog, "the workload never ran"
+    assert outcome.state == "success"
+    assert outcome.try_number == 2
+    assert "preemption, retrying with backoff" in logs
+    assert "second run: finishing" in logs
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_killed_workload_is_cancelled_and_a_second_cancel_is_harmless(
+    slurm_cluster: dict[str, str], conn: str
+) -> None:
+    dag = load_dag(DAGS, "slurm_kill_on_timeout")
+    outcome = run_dag(dag, params(slurm_cluster, conn))["train"]
+    assert outcome.state == "failed"
+    job_id = outcome.xcom["job_id"]
+    deadline = time.monotonic() + 20
+    while job_state(job_id) not in ("CANCELLED", "UNKNOWN") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert job_state(job_id) == "CANCELLED"
+    dag.get_task("train").on_kill()  # the job already ended: nothing happens
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_bad_input_fails_before_submission_naming_the_field(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    before = len(squeue("-t", "all", "-o", "%i"))
+    outcomes = run_dag(load_dag(DAGS, "slurm_bad_input"), params(slurm_cluster, conn))
+    logs = capfd.readouterr().out
+    for task_id, field in [
+        ("bad_shape", "slice_shape"),
+        ("min_over_max", "min_slices"),
+        ("bad_bucket", "gcs_bucket"),
+        ("missing_script", "/nonexistent/start_pathways.sh"),
+    ]:
+        assert outcomes[task_id].state == "failed", task_id
+        assert outcomes[task_id].try_number == 1, task_id
+        assert field in logs, task_id
+    assert len(squeue("-t", "all", "-o", "%i")) == before  # nothing was submitted
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_service_that_dies_fails_the_sensor_fast_naming_its_state(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    started = time.monotonic()
+    env_path = f"~/pathways/tests/{uuid.uuid4().hex}.env"
+    outcomes = run_dag(
+        load_dag(DAGS, "slurm_service_dies"), params(slurm_cluster, conn, cluster_env=env_path)
+    )
+    elapsed = time.monotonic() - started
+    logs = capfd.readouterr().out
+    assert outcomes["service"].state == "success"
+    assert outcomes["ready"].state == "failed"
+    assert outcomes["ready"].try_number == 1
+    assert "ended before it was ready: FAILED" in logs
+    assert elapsed < 60  # the sensor's timeout is 300 s
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_stale_cluster_env_from_an_earlier_run_is_ignored(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    home = Path(slurm_cluster["SLURM_SANDBOX_USER_HOME"])
+    name = f"{uuid.uuid4().hex}.env"
+    stale = home / "pathways" / "tests" / name
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("PATHWAYS_PROXY_ADDRESS=grpc://10.9.9.9:29000\n")
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    outcomes = run_dag(
+        load_dag(DAGS, "slurm_stale_cluster_env"),
+        params(slurm_cluster, conn, cluster_env=f"~/pathways/tests/{name}"),
+    )
+    logs = capfd.readouterr().out
+    assert outcomes["ready"].state == "failed"  # timed out: the old file never counted
+    assert "older than the service job" in logs
+    assert outcomes["stop"].state == "success"
+    assert job_state(outcomes["service"].xcom["job_id"]) == "CANCELLED"
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_example_dag_runs_service_readiness_workload_and_teardown(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    conf = {
+        "slurm_conn_id": conn,
+        "scripts_dir": slurm_cluster["SLURM_SANDBOX_SCRIPTS_DIR"],
+        "workload_script": Path(slurm_cluster["SLURM_SANDBOX_RUN_WORKLOAD_SCRIPT"]).name,
+    }
+    outcomes = run_dag(load_dag("example_pathways_slurm.py", "example_pathways_slurm"), conf)
+    logs = capfd.readouterr().out
+    assert {k: v.state for k, v in outcomes.items()} == {
+        "start_pathways": "success",
+        "wait_for_pathways": "success",
+        "train": "success",
+        "stop_pathways": "success",
+    }
+    ready = outcomes["wait_for_pathways"].xcom["return_value"]
+    assert ready["proxy_address"].startswith("grpc://127.0.0.1:")
+    assert ready["running_slices"] >= 2
+    assert f"Pathways proxy address: {ready['proxy_address']}" in logs  # the workload read cluster.env
+    service_id = outcomes["start_pathways"].xcom["job_id"]
+    deadline = time.monotonic() + 30
+    while job_state(service_id) not in ("CANCELLED", "COMPLETED") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert job_state(service_id) == "CANCELLED"
+    array = ready["worker_array_job_id"]
+    while squeue("-j", str(array), "-t", "R,PD", "-o", "%i") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert squeue("-j", str(array), "-t", "R,PD", "-o", "%i") == []  # the worker slices went too
