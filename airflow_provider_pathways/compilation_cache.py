@@ -285,12 +285,12 @@ class CacheSelector:
                         "e.g. 'compilation_cache/'"
                     )
                 prefix = normalize_prefix(raw, param="cache_prefixes")
-                folder = prefix.rstrip("/").rpartition("/")[2] if prefix else location.folder_name
-                if not allow_any_prefix and not looks_like_cache_folder(folder):
+                folders = prefix.rstrip("/").split("/") if prefix else [location.folder_name]
+                if not allow_any_prefix and not any(looks_like_cache_folder(f) for f in folders):
                     where = f"{location.url}{prefix}"
                     raise ValueError(
-                        f"cache_prefixes entry {raw!r} ({where}) is not a cache folder (its name does not "
-                        "contain 'cache'): everything under it would be deleted; point it at a cache "
+                        f"cache_prefixes entry {raw!r} ({where}) is not a cache folder (no folder name in it "
+                        "contains 'cache'): everything under it would be deleted; point it at a cache "
                         "folder or set allow_any_prefix=True if that is really meant"
                     )
                 checked.append(prefix)

@@ -1,0 +1,74 @@
+"""Nightly maintenance of Pathways compilation caches in a team bucket.
+
+Pathways with ``--enable_gcs_olm=false`` (the Slurm scripts' setting) never deletes old
+compilation-cache entries. This DAG, every night:
+
+1. reports what a cleanup of every scratch location under ``scratch_root`` would free (dry run);
+2. deletes cache entries not used for ``older_than``, then the oldest ones while the caches
+   exceed ``max_cache_bytes`` (newest kept). Run outputs and checkpoints that share the scratch
+   locations are never touched: only ``compilation_cache/`` folders and JAX cache pairs.
+
+The alternative without a cleanup task is a bucket lifecycle rule: ``example_cache_lifecycle_rule``
+(run by hand; it needs permission to change the bucket's configuration).
+For a single training run, put ``CleanupCompilationCacheOperator(pathways_dir_from_task="train", ...)``
+after the ``PathwaysJobOperator`` as a teardown instead.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from airflow.sdk import DAG, Param
+
+from airflow_provider_pathways.operators.gcs import (
+    CleanupCompilationCacheOperator,
+    EnsureCompilationCacheLifecycleOperator,
+)
+
+with DAG(
+    dag_id="example_cache_cleanup",
+    schedule="0 3 * * *",
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    tags=["pathways", "maintenance"],
+    params={
+        "scratch_root": Param("gs://pathways-team-bucket/pathways-scratch", type="string"),
+        "older_than": Param("14d", type="string"),
+        "max_cache_bytes": Param("2TiB", type="string"),
+    },
+    doc_md=__doc__,
+) as dag:
+    report = CleanupCompilationCacheOperator(
+        task_id="report_stale_cache",
+        scratch_location="{{ params.scratch_root }}",
+        older_than="{{ params.older_than }}",
+        max_cache_bytes="{{ params.max_cache_bytes }}",
+        dry_run=True,
+    )
+    cleanup = CleanupCompilationCacheOperator(
+        task_id="cleanup_stale_cache",
+        scratch_location="{{ params.scratch_root }}",
+        older_than="{{ params.older_than }}",
+        max_cache_bytes="{{ params.max_cache_bytes }}",
+    )
+    report >> cleanup
+
+
+with DAG(
+    dag_id="example_cache_lifecycle_rule",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    tags=["pathways", "maintenance"],
+    params={
+        "bucket": Param("pathways-team-bucket", type="string"),
+        "cache_prefix": Param("pathways-scratch/shared/compilation_cache/", type="string"),
+    },
+) as lifecycle_dag:
+    # Idempotent: run it as often as you like, the bucket keeps one rule for the prefix.
+    EnsureCompilationCacheLifecycleOperator(
+        task_id="ensure_lifecycle_rule",
+        bucket="{{ params.bucket }}",
+        prefix="{{ params.cache_prefix }}",
+        age_days=30,
+    )

@@ -1,0 +1,176 @@
+"""Pure logic of the cleanup: input checks, cache layout, planning, HTTP framing (no server)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from airflow_provider_pathways.compilation_cache import (
+    CacheObject,
+    CacheSelector,
+    GcsLocation,
+    build_plan,
+    parse_duration,
+    parse_size,
+    scratch_location_for_bucket,
+)
+from airflow_provider_pathways.hooks.gcs import HttpProtocolError, read_http_response
+from tests.conftest import REPO_ROOT
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+HEX = hashlib.sha256(b"k").hexdigest()
+
+
+def test_locations_and_the_slurm_convention() -> None:
+    assert GcsLocation.parse(" gs://bkt/a/b ") == GcsLocation("bkt", "a/b/")
+    assert GcsLocation.parse("gs://bkt/a/b/").url == "gs://bkt/a/b/"
+    assert GcsLocation.parse("gs://bkt").is_bucket_root
+    assert scratch_location_for_bucket("my-bucket") == "gs://my-bucket/pathways-scratch/shared/"
+    assert scratch_location_for_bucket("gs://my-bucket/") == "gs://my-bucket/pathways-scratch/shared/"
+    for bad in ("", "bkt/a", "gs://", "gs://Bad_Bucket/x", "gs://bkt/a//b", None, 3):
+        with pytest.raises(ValueError, match="location"):
+            GcsLocation.parse(bad)
+
+
+def test_durations_and_sizes() -> None:
+    assert parse_duration("1d12h", param="older_than") == timedelta(hours=36)
+    assert parse_duration("90m", param="x") == parse_duration(5400, param="x") == timedelta(minutes=90)
+    assert parse_duration("2w", param="x") == timedelta(days=14)
+    assert parse_duration("0", param="x") == timedelta(0)
+    assert parse_size("500GiB", param="x") == 500 * 2**30
+    assert parse_size("1.5TB", param="x") == 1_500_000_000_000
+    assert parse_size(0, param="x") == 0
+    for bad in ("7 days please", "1x", True, [1]):
+        with pytest.raises(ValueError, match="older_than"):
+            parse_duration(bad, param="older_than")
+
+
+def test_what_counts_as_a_cache_entry() -> None:
+    scratch = CacheSelector.build(GcsLocation.parse("gs://bkt/pathways-scratch/shared"))
+    base = "pathways-scratch/shared/"
+    assert scratch.classify(base + "compilation_cache/default/a.binarypb") == (
+        "object",
+        base + "compilation_cache/default/a.binarypb",
+    )
+    assert scratch.classify(base + "x/compilation_cache/temp/b") is not None
+    assert scratch.classify(base + "jax/jit_f-" + HEX + "-atime") == ("atime", base + "jax/jit_f-" + HEX)
+    assert scratch.classify(base + "jax/jit_f-" + HEX + "-cache") == ("cache", base + "jax/jit_f-" + HEX)
+    for kept in (
+        "model-cache",
+        "compilation_cache",
+        "ckpt/compilation_cache.txt",
+        "compilation_cache/",
+        "jit_f-abc-cache",
+    ):
+        assert scratch.classify(base + kept) is None, kept
+    assert scratch.classify("pathways-scratch/shared2/compilation_cache/a") is None
+    # A location that is itself a cache folder: everything in it is cache.
+    folder = CacheSelector.build(GcsLocation.parse("gs://bkt/jax-cache"))
+    assert folder.classify("jax-cache/anything.bin") == ("object", "jax-cache/anything.bin")
+    # Explicit prefixes must look like cache folders unless told otherwise.
+    with pytest.raises(ValueError, match="allow_any_prefix"):
+        CacheSelector.build(GcsLocation.parse("gs://bkt/run"), cache_prefixes=["outputs/"])
+    explicit = CacheSelector.build(
+        GcsLocation.parse("gs://bkt/run"), cache_prefixes=["xla_cache", "xla_cache/sub"]
+    )
+    assert explicit.listing_prefixes() == ["run/xla_cache/"]
+
+
+def obj(name: str, age_days: float, size: int = 10, generation: int = 1) -> CacheObject:
+    return CacheObject(name, generation, size, T0 - timedelta(days=age_days))
+
+
+def test_budget_plans_oldest_first_through_an_external_sort() -> None:
+    selector = CacheSelector.build(GcsLocation.parse("gs://bkt/compilation_cache"))
+    ages = [5, 1, 9, 3, 7, 2, 8, 4, 6, 0.5, 9]  # two entries of age 9: listing order breaks the tie
+    listing = [obj(f"compilation_cache/e{i:02d}", age, size=100) for i, age in enumerate(ages)]
+    with build_plan(
+        listing, selector, older_than=None, max_cache_bytes=450, now=T0, run_entries=3, min_age=timedelta(0)
+    ) as plan:
+        chosen = [entry.objects[0].name for entry in plan.entries()]
+        assert plan.summary.planned_bytes == 700 and plan.summary.kept_cache_bytes == 400
+    assert chosen == [f"compilation_cache/e{i:02d}" for i in (2, 10, 6, 4, 8, 0, 7)]
+
+
+def test_age_and_budget_together_and_the_min_age_guard() -> None:
+    selector = CacheSelector.build(GcsLocation.parse("gs://bkt/compilation_cache"))
+    listing = [
+        obj("compilation_cache/a", 10),
+        obj("compilation_cache/b", 0.01),
+        obj("compilation_cache/c", 0.02),
+    ]
+    with build_plan(
+        listing, selector, older_than=timedelta(days=7), max_cache_bytes=0, now=T0, min_age=timedelta(hours=1)
+    ) as plan:
+        assert [e.objects[0].name for e in plan.entries()] == ["compilation_cache/a"]
+        assert plan.summary.over_budget_bytes == 20
+
+
+def test_jax_pairs_are_paired_across_any_gap_and_orphans_stand_alone() -> None:
+    selector = CacheSelector.build(GcsLocation.parse("gs://bkt/jax-cache"))
+    k1, k2 = f"jax-cache/jit_a-{HEX}", f"jax-cache/jit_b-{HEX}"
+    listing = [obj(k1 + "-atime", 9), obj(k1 + "-cache", 9), obj(k2 + "-atime", 9), obj("jax-cache/zz", 9)]
+    with build_plan(listing, selector, older_than=timedelta(days=1), max_cache_bytes=None, now=T0) as plan:
+        entries = [tuple(o.name for o in e.objects) for e in plan.entries()]
+    assert (k1 + "-atime", k1 + "-cache") in entries
+    assert (k2 + "-atime",) in entries and ("jax-cache/zz",) in entries
+
+
+def test_plan_files_are_removed_on_close() -> None:
+    selector = CacheSelector.build(GcsLocation.parse("gs://bkt/compilation_cache"))
+    plan = build_plan(
+        [obj("compilation_cache/a", 9)], selector, older_than=timedelta(0), max_cache_bytes=None
+    )
+    workdir = plan._workdir
+    assert workdir.exists()
+    plan.close()
+    assert not workdir.exists()
+
+
+@pytest.mark.parametrize(
+    ("raw", "method", "expected"),
+    [
+        (b"HTTP/1.1 204 No Content\r\nX-A: b\r\n\r\n", "DELETE", (204, b"", False)),
+        (b"HTTP/1.1 412 PF\r\nContent-Length: 5\r\n\r\nhelloNEXT", "DELETE", (412, b"hello", False)),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=1\r\nde\r\n0\r\n\r\n",
+            "GET",
+            (200, b"abcde", False),
+        ),
+        (
+            b"HTTP/1.1 100 Continue\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\nz",
+            "POST",
+            (200, b"z", True),
+        ),
+        (b"HTTP/1.0 503 Busy\r\n\r\nbody until close", "DELETE", (503, b"body until close", True)),
+    ],
+)
+def test_http_response_framing(raw: bytes, method: str, expected: tuple[int, bytes, bool]) -> None:
+    assert read_http_response(io.BufferedReader(io.BytesIO(raw)), method) == expected
+
+
+def test_truncated_http_responses_are_errors() -> None:
+    for raw in (b"", b"garbage\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"):
+        with pytest.raises(HttpProtocolError):
+            read_http_response(io.BufferedReader(io.BytesIO(raw)), "GET")
+
+
+def test_importing_the_operator_and_example_dag_loads_no_google_client() -> None:
+    """DAG parsing must stay cheap: google.cloud / google.auth load only when a task runs."""
+    code = (
+        "import runpy, sys\n"
+        "import airflow_provider_pathways.operators.gcs, airflow_provider_pathways.hooks.gcs\n"
+        "runpy.run_path('example_dags/example_cache_cleanup.py')\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(('google.cloud', 'google.auth')))\n"
+        "print(','.join(bad))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.strip().splitlines()[-1:] in ([], [""]), result.stdout
