@@ -72,7 +72,7 @@ class _SlurmJobMixin(ResumableJobMixin, BaseOperator):
         qos: str | None = None,
         time_limit: str | int | None = None,
         working_directory: str | None = None,
-        output: str | None = None,
+        output_path: str | None = None,
         sbatch_options: Mapping[str, str] | None = None,
         cancel_on_kill: bool = True,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -94,7 +94,7 @@ class _SlurmJobMixin(ResumableJobMixin, BaseOperator):
         self.qos = qos
         self.time_limit = time_limit
         self.working_directory = working_directory
-        self.output = output
+        self.output_path = output_path
         self.sbatch_options = dict(sbatch_options or {})
         self.cancel_on_kill = cancel_on_kill
         self.deferrable = deferrable
@@ -134,7 +134,7 @@ class _SlurmJobMixin(ResumableJobMixin, BaseOperator):
                 time_limit=self.time_limit,
                 environment=self.submission_environment(),
                 working_directory=self.working_directory,
-                output=self.output,
+                output=self.output_path,
                 extra_options=self.sbatch_options,
             )
         except (FileNotFoundError, ValueError) as err:
@@ -400,7 +400,7 @@ class SlurmJobOperator(_SlurmJobMixin):
 
     :param script_path: the script on the cluster; or ``script``: its text, uploaded.
     :param environment: extra environment variables (arrive byte-for-byte).
-    :param output: ``--output`` path; default Slurm's ``slurm-%j.out`` in the working directory.
+    :param output_path: ``--output`` path; default Slurm's ``slurm-%j.out`` in the working directory.
     :param log_tail_lines: lines of the job's output copied into the task log at the end.
     """
 
@@ -414,7 +414,7 @@ class SlurmJobOperator(_SlurmJobMixin):
         "qos",
         "time_limit",
         "working_directory",
-        "output",
+        "output_path",
         "slurm_conn_id",
     )
     ui_color = "#fff4e5"
