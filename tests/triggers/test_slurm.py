@@ -1,0 +1,159 @@
+"""Slurm triggers and the readiness check on the real sandbox cluster, over REST and SSH."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import subprocess
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from airflow_provider_pathways.hooks.slurm import SlurmHook
+from airflow_provider_pathways.triggers.slurm import (
+    PathwaysClusterEnvTrigger,
+    SlurmJobTrigger,
+    check_pathways_service,
+)
+
+TRANSPORTS = ["slurm_rest", "slurm_ssh"]
+
+
+def rebuild(trigger: Any) -> Any:
+    path, kwargs = trigger.serialize()
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)(**kwargs)
+
+
+def test_triggers_round_trip_exactly() -> None:
+    job = SlurmJobTrigger(
+        job_id=12, slurm_conn_id="c", poll_interval=2.5, deadline=1.9e9, cancel_on_kill=False
+    )
+    env = PathwaysClusterEnvTrigger(
+        service_job_id=7,
+        slurm_conn_id="c",
+        cluster_env_path="/shared/cluster.env",
+        proxy_keys=["MY_PROXY"],
+        min_slices=3,
+        worker_array_job_id=8,
+        poll_interval=1.0,
+        deadline=1.9e9,
+    )
+    for trigger in (job, env):
+        assert rebuild(trigger).serialize() == trigger.serialize()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"job_id": 0}, "job_id"),
+        ({"job_id": "12"}, "job_id"),
+        ({"job_id": 3, "poll_interval": 0}, "poll_interval"),
+    ],
+)
+def test_invalid_trigger_arguments_are_refused(kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        SlurmJobTrigger(slurm_conn_id="c", **kwargs)
+
+
+def scontrol(*args: str) -> str:
+    return subprocess.run(["scontrol", *args], capture_output=True, text=True, check=True).stdout
+
+
+def array_states(array_id: int) -> dict[str, str]:
+    out = subprocess.run(
+        ["squeue", "-h", "-r", "-j", str(array_id), "-t", "all", "-o", "%K %T"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def wait(predicate: Any, what: str, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_readiness_survives_losing_a_slice_above_min_and_waits_below_it(
+    slurm_cluster: dict[str, str], conn: str
+) -> None:
+    hook = SlurmHook(slurm_conn_id=conn)
+    env_path = f"{slurm_cluster['SLURM_SANDBOX_USER_HOME']}/pathways/tests/{uuid.uuid4().hex}.env"
+    service = hook.submit_job(
+        script_path=slurm_cluster["SLURM_SANDBOX_START_PATHWAYS_SCRIPT"],
+        job_name="pathways-service-test",
+        environment={
+            "SLICE_SHAPE": "2x4",
+            "MIN_SLICES": "2",
+            "MAX_SLICES": "3",
+            "GCS_BUCKET": "my-bucket",
+            "PATHWAYS_CLUSTER_ENV": env_path,
+        },
+    )
+
+    def check() -> Any:
+        async def look() -> Any:
+            try:
+                return await check_pathways_service(hook, service, cluster_env_path=env_path, min_slices=2)
+            finally:
+                await hook.a_close()
+
+        return asyncio.run(look())
+
+    try:
+        first = wait(lambda: (c := check()).readiness.ready and c, "readiness")
+        array = first.readiness.worker_array_job_id
+        assert array and first.readiness.proxy_address.startswith("grpc://127.0.0.1:")
+        wait(lambda: list(array_states(array).values()).count("RUNNING") == 3, "all 3 slices running")
+
+        scontrol("requeue", f"{array}_0")  # a slice is preempted: 2 of 3 still run
+        wait(lambda: array_states(array).get("0") != "RUNNING", "slice 0 requeued")
+        still = check()
+        assert still.readiness.ready, still.readiness.reason
+        assert still.readiness.running_slices == 2
+
+        scontrol("requeue", f"{array}_1")  # now below MIN_SLICES: the wait goes on
+        wait(lambda: array_states(array).get("1") != "RUNNING", "slice 1 requeued")
+        below = check()
+        assert not below.readiness.ready
+        assert "1 slices running, need 2" in below.readiness.reason
+        assert not below.service_ended  # the service job keeps running while slices come and go
+    finally:
+        hook.cancel_job(service)
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("conn", TRANSPORTS)
+async def test_job_trigger_fires_at_the_end_and_on_kill_cancels_once(
+    slurm_cluster: dict[str, str], conn: str
+) -> None:
+    hook = SlurmHook(slurm_conn_id=conn)
+    quick = await hook.a_submit_job(script="#!/bin/bash\necho hi\n", job_name="trigger-test")
+    events = [e async for e in SlurmJobTrigger(job_id=quick, slurm_conn_id=conn, poll_interval=0.2).run()]
+    assert events[0].payload["status"] == "done"
+    assert events[0].payload["job"]["state"] == "COMPLETED"
+
+    slow = await hook.a_submit_job(script="#!/bin/bash\nsleep 300\n", job_name="trigger-kill")
+    trigger = SlurmJobTrigger(job_id=slow, slurm_conn_id=conn, poll_interval=0.2)
+    await trigger.on_kill()
+    await trigger.on_kill()  # already cancelled: harmless
+
+    async def cancelled() -> bool:
+        job = await hook.a_get_job(slow)
+        return job is not None and job.state == "CANCELLED"
+
+    deadline = time.monotonic() + 30
+    while not await cancelled():
+        assert time.monotonic() < deadline, "the job was not cancelled"
+        await asyncio.sleep(0.1)
+    await hook.a_close()
