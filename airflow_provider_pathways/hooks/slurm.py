@@ -1,0 +1,579 @@
+"""Hook for Slurm clusters over slurmrestd (REST) or SSH, with ``a_*`` async twins for triggers.
+
+The connection's ``transport`` extra picks the transport; both sit behind one async interface
+(:class:`SlurmTransport`) and all parsing and state mapping lives in
+:mod:`airflow_provider_pathways.slurm_job`. The async implementation is the only one: sync methods
+run it on a private event loop thread owned by the hook (so they also work when the calling thread
+already runs an event loop, and they reuse one HTTP session / SSH connection across calls). Call
+:meth:`SlurmHook.close` (sync) or :meth:`SlurmHook.a_close` (async) when done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from airflow.sdk import BaseHook
+
+from airflow_provider_pathways.slurm_job import (
+    SlurmError,
+    SlurmJob,
+    SubmitRequest,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk.definitions.connection import Connection
+
+T = TypeVar("T")
+
+DEFAULT_REST_PORT = 6820
+DEFAULT_SSH_PORT = 22
+
+
+# ---------------------------------------------------------------------------------------------
+# Connection settings
+# ---------------------------------------------------------------------------------------------
+
+
+def _bool(value: Any, default: bool, name: str) -> bool:
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"extra {name!r} must be true or false, got {value!r}")
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """What the hook needs from the Airflow connection (secrets are kept out of ``repr``)."""
+
+    conn_id: str
+    transport: str
+    host: str
+    port: int
+    login: str
+    password: str | None = dataclasses.field(default=None, repr=False)
+    # REST
+    api_version: str = "auto"
+    scheme: str = "http"
+    verify_ssl: bool = True
+    token_file: str | None = None
+    shared_fs: bool = True
+    # SSH (the SSH transport, or file access for REST through ssh_host)
+    ssh_host: str | None = None
+    ssh_port: int = DEFAULT_SSH_PORT
+    private_key: str | None = dataclasses.field(default=None, repr=False)
+    private_key_passphrase: str | None = dataclasses.field(default=None, repr=False)
+    key_file: str | None = None
+    known_hosts: str | None = None
+    strict_host_key_checking: bool = True
+    slurm_bin_dir: str | None = None
+    connect_timeout: float = 15.0
+    command_timeout: float = 120.0
+    request_timeout: float = 60.0
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Secret strings of this connection (to check messages against)."""
+        return tuple(s for s in (self.password, self.private_key, self.private_key_passphrase) if s)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @classmethod
+    def from_connection(cls, conn: Connection) -> SlurmSettings:
+        """Validate and read the connection; errors name the connection and the field."""
+        conn_id = conn.conn_id or "?"
+        raw_extra: Mapping[str, Any] = conn.extra_dejson or {}
+        # Form fields may arrive prefixed (extra__pathways_slurm__<name>); a bare key wins.
+        prefix = "extra__pathways_slurm__"
+        extra = {k.removeprefix(prefix): v for k, v in raw_extra.items() if k.startswith(prefix)}
+        extra.update({k: v for k, v in raw_extra.items() if not k.startswith(prefix)})
+
+        def fail(message: str) -> ValueError:
+            return ValueError(f"Slurm connection {conn_id!r}: {message}")
+
+        transport = str(extra.get("transport") or "").strip().lower()
+        if transport not in ("rest", "ssh"):
+            raise fail("extra 'transport' must be 'rest' or 'ssh'")
+        host = (conn.host or "").strip()
+        scheme = str(extra.get("scheme") or "").strip().lower() or None
+        if "://" in host:
+            scheme_part, _, host = host.partition("://")
+            scheme = scheme or scheme_part.lower()
+            host = host.rstrip("/")
+        if not host:
+            raise fail("host is required")
+        if scheme not in (None, "http", "https"):
+            raise fail("extra 'scheme' must be 'http' or 'https'")
+        login = (conn.login or "").strip()
+        if not login:
+            raise fail("login (the cluster user) is required")
+        default_port = DEFAULT_REST_PORT if transport == "rest" else DEFAULT_SSH_PORT
+        try:
+            port = int(conn.port or extra.get("port") or default_port)
+            ssh_port = int(extra.get("ssh_port") or (port if transport == "ssh" else DEFAULT_SSH_PORT))
+            connect_timeout = float(extra.get("connect_timeout") or 15.0)
+            command_timeout = float(extra.get("command_timeout") or 120.0)
+            request_timeout = float(extra.get("request_timeout") or 60.0)
+        except (TypeError, ValueError) as err:
+            raise fail(f"port and timeouts must be numbers ({err})") from None
+        api_version = str(extra.get("api_version") or "auto").strip()
+        if api_version != "auto":
+            from airflow_provider_pathways.slurm_job import SUPPORTED_API_VERSIONS
+
+            if api_version not in SUPPORTED_API_VERSIONS:
+                raise fail(
+                    f"extra 'api_version' must be 'auto' or one of v0.0.38..v0.0.44, got {api_version!r}"
+                )
+        ssh_host = (str(extra.get("ssh_host") or "").strip() or None) if transport == "rest" else host
+        token_file = str(extra.get("token_file") or "").strip() or None
+        if transport == "rest" and not conn.password and not token_file:
+            raise fail("REST needs the JWT in password or a token_file extra")
+        private_key = extra.get("private_key") or None
+        key_file = str(extra.get("key_file") or "").strip() or None
+        if private_key and key_file:
+            raise fail("give private_key or key_file, not both")
+        return cls(
+            conn_id=conn_id,
+            transport=transport,
+            host=host,
+            port=port,
+            login=login,
+            password=conn.password or None,
+            api_version=api_version,
+            scheme=scheme or ("https" if port == 443 else "http"),
+            verify_ssl=_bool(extra.get("verify_ssl"), True, "verify_ssl"),
+            token_file=token_file,
+            shared_fs=_bool(extra.get("shared_fs"), ssh_host is None, "shared_fs")
+            if transport == "rest"
+            else False,
+            ssh_host=ssh_host,
+            ssh_port=ssh_port if transport == "rest" else port,
+            private_key=private_key,
+            private_key_passphrase=extra.get("private_key_passphrase") or None,
+            key_file=key_file,
+            known_hosts=extra.get("known_hosts") or None,
+            strict_host_key_checking=_bool(
+                extra.get("strict_host_key_checking"), True, "strict_host_key_checking"
+            ),
+            slurm_bin_dir=str(extra.get("slurm_bin_dir") or "").strip() or None,
+            connect_timeout=connect_timeout,
+            command_timeout=command_timeout,
+            request_timeout=request_timeout,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Transport interface
+# ---------------------------------------------------------------------------------------------
+
+
+class FileAccess(Protocol):
+    """Reading files of the cluster: this machine's filesystem (shared FS) or SFTP."""
+
+    description: str
+
+    async def home(self) -> str | None: ...
+
+    async def read(self, path: str, tail_bytes: int | None) -> bytes | None: ...
+
+    async def stat(self, path: str) -> tuple[float, int] | None: ...
+
+    async def close(self) -> None: ...
+
+
+class SlurmTransport(Protocol):
+    """One way of talking to Slurm. Paths given to it are already ``~``-expanded."""
+
+    @property
+    def files(self) -> FileAccess | None:
+        """How this transport reads the cluster's files (None: it cannot)."""
+        ...
+
+    async def submit(self, request: SubmitRequest) -> int: ...
+
+    async def jobs(self, job_id: int) -> list[SlurmJob]:
+        """Every record Slurm has under that id (all tasks of an array); empty when unknown."""
+        ...
+
+    async def cancel(self, job_id: int) -> None: ...
+
+    async def describe(self) -> str:
+        """Check the connection and say what answered."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def expand_user(path: str, home: str | None, login: str) -> str:
+    """Expand ``~``, ``~/...`` and ``~<login>/...`` to the cluster user's home."""
+    if not path.startswith("~"):
+        return path
+    head, sep, rest = path.partition("/")
+    if head not in ("~", f"~{login}"):
+        raise ValueError(f"cannot expand {head!r} in {path!r}: only the cluster user's home ('~') is known")
+    if not home:
+        raise SlurmError(f"cannot expand '~' in {path!r}: the cluster user's home directory is unknown")
+    return home.rstrip("/") + (("/" + rest) if sep and rest else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# Private event loop for the sync methods
+# ---------------------------------------------------------------------------------------------
+
+
+class _LoopThread:
+    """An event loop on a daemon thread; sync callers submit coroutines to it and wait."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        with self._lock:
+            if self._loop is None or self._thread is None or not self._thread.is_alive():
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(
+                    target=self._loop.run_forever, name="slurm-hook-loop", daemon=True
+                )
+                self._thread.start()
+            loop = self._loop
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("SlurmHook sync method called from its own event loop thread")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def stop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and thread is not None and thread.is_alive():
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+            if not thread.is_alive():
+                loop.close()
+
+
+def _shutdown(runner: _LoopThread, holder: dict[str, Any]) -> None:
+    transport = holder.pop("transport", None)
+    if transport is not None:
+        with contextlib.suppress(Exception):  # best effort at garbage collection / exit
+            runner.run(transport.close())
+    runner.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# The hook
+# ---------------------------------------------------------------------------------------------
+
+
+class SlurmHook(BaseHook):
+    """
+    Submit, follow and cancel Slurm jobs and read their files, over slurmrestd or SSH.
+
+    Connection (``conn_type`` ``pathways_slurm``): ``host``, ``port``, ``login`` (the cluster user),
+    ``password`` (REST: the JWT; SSH: optional password) and extra JSON with ``transport``
+    (``rest`` or ``ssh``, required) and, for REST, ``api_version`` (``auto`` or v0.0.38..v0.0.44),
+    ``scheme``, ``verify_ssl``, ``token_file``, ``shared_fs`` (default true: files are read from
+    this machine's filesystem, which must share the cluster's paths) or ``ssh_host``/``ssh_port``
+    (read files over SFTP instead); for SSH (and ``ssh_host``): ``private_key`` (PEM text) or
+    ``key_file``, ``private_key_passphrase``, ``known_hosts`` (text or path) and
+    ``strict_host_key_checking`` (default true; false must be given explicitly).
+
+    Sync methods run on a private event loop thread; ``a_*`` twins run in the caller's loop and
+    never block it (aiohttp, asyncssh, file reads in a worker thread).
+    """
+
+    conn_name_attr = "slurm_conn_id"
+    default_conn_name = "pathways_slurm_default"
+    conn_type = "pathways_slurm"
+    hook_name = "Pathways on Slurm"
+
+    def __init__(self, slurm_conn_id: str = default_conn_name) -> None:
+        super().__init__()
+        self.slurm_conn_id = slurm_conn_id
+        self._settings: SlurmSettings | None = None
+        self._runner = _LoopThread()
+        self._sync_holder: dict[str, Any] = {}
+        self._async_transport: tuple[asyncio.AbstractEventLoop, SlurmTransport] | None = None
+        self._finalizer = weakref.finalize(self, _shutdown, self._runner, self._sync_holder)
+
+    # ---- settings and transports ----------------------------------------------------------
+
+    @property
+    def settings(self) -> SlurmSettings:
+        """The parsed connection (read once, synchronously)."""
+        if self._settings is None:
+            self._settings = SlurmSettings.from_connection(self.get_connection(self.slurm_conn_id))
+        return self._settings
+
+    async def _a_settings(self) -> SlurmSettings:
+        if self._settings is None:
+            conn = await self.aget_connection(self.slurm_conn_id)
+            self._settings = SlurmSettings.from_connection(conn)
+        return self._settings
+
+    @staticmethod
+    def _make_transport(settings: SlurmSettings) -> SlurmTransport:
+        if settings.transport == "rest":
+            from airflow_provider_pathways.hooks.slurm_rest import RestTransport
+
+            return RestTransport(settings)
+        from airflow_provider_pathways.hooks.slurm_ssh import SshTransport
+
+        return SshTransport(settings)
+
+    def _run(self, make: Callable[[SlurmTransport], Awaitable[T]]) -> T:
+        """Run ``make(transport)`` on the private loop with the sync transport."""
+        settings = self.settings
+
+        async def call() -> T:
+            loop = asyncio.get_running_loop()
+            transport = self._sync_holder.get("transport")
+            if transport is None or self._sync_holder.get("loop") is not loop:  # new loop (e.g. fork)
+                transport = self._sync_holder["transport"] = self._make_transport(settings)
+                self._sync_holder["loop"] = loop
+            return await make(transport)
+
+        return self._runner.run(call())
+
+    async def _a_transport(self) -> SlurmTransport:
+        loop = asyncio.get_running_loop()
+        if self._async_transport is not None and self._async_transport[0] is loop:
+            return self._async_transport[1]
+        settings = await self._a_settings()
+        if self._async_transport is not None and self._async_transport[0] is loop:
+            return self._async_transport[1]  # another coroutine made it while we awaited
+        transport = self._make_transport(settings)
+        self._async_transport = (loop, transport)
+        return transport
+
+    async def _a_call(self, make: Callable[[SlurmTransport], Awaitable[T]]) -> T:
+        return await make(await self._a_transport())
+
+    # ---- shared logic (async; the sync methods run the same code) -------------------------
+
+    async def _expand(self, transport: SlurmTransport, path: str) -> str:
+        if not path.startswith("~"):
+            return path
+        home = await transport.files.home() if transport.files is not None else None
+        return expand_user(path, home, self._settings.login if self._settings else "")
+
+    def _files(self, transport: SlurmTransport) -> FileAccess:
+        if transport.files is None:
+            raise SlurmError(
+                f"Slurm connection {self.slurm_conn_id!r} has no file access: "
+                "set extra shared_fs=true (files visible on this machine) or ssh_host (SFTP)"
+            )
+        return transport.files
+
+    async def _submit(self, transport: SlurmTransport, request: SubmitRequest) -> int:
+        changes: dict[str, Any] = {}
+        for name in ("working_directory", "output", "error", "script_path"):
+            value = getattr(request, name)
+            if value is not None and value.startswith("~"):
+                changes[name] = await self._expand(transport, value)
+        request = dataclasses.replace(request, **changes) if changes else request
+        if request.script_path is not None:
+            files = self._files(transport)
+            if await files.stat(request.script_path) is None:
+                raise FileNotFoundError(
+                    f"script_path {request.script_path!r} does not exist on the cluster "
+                    f"(checked via {files.description}); nothing was submitted"
+                )
+        job_id = await transport.submit(request)
+        self.log.info("Submitted Slurm job %s (%s)", job_id, request.display_name)
+        return job_id
+
+    @staticmethod
+    async def _get_job(transport: SlurmTransport, job_id: int) -> SlurmJob | None:
+        records = await transport.jobs(job_id)
+        for job in records:
+            if job.job_id == job_id:
+                return job
+        return records[0] if len(records) == 1 else None
+
+    @staticmethod
+    async def _array_tasks(transport: SlurmTransport, array_job_id: int) -> list[SlurmJob]:
+        records = await transport.jobs(array_job_id)
+        tasks = [j for j in records if j.array_job_id == array_job_id and j.array_task_id is not None]
+        return sorted(tasks, key=lambda j: j.array_task_id or 0)
+
+    async def _cancel(self, transport: SlurmTransport, job_id: int) -> bool:
+        records = await transport.jobs(job_id)
+        if not records or all(job.terminal for job in records):
+            return False
+        await transport.cancel(job_id)
+        self.log.info("Cancelled Slurm job %s", job_id)
+        return True
+
+    async def _read(self, transport: SlurmTransport, path: str, tail_bytes: int | None) -> str | None:
+        if tail_bytes is not None and tail_bytes < 0:
+            raise ValueError("tail_bytes must be >= 0")
+        data = await self._files(transport).read(await self._expand(transport, path), tail_bytes)
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+    async def _stat(self, transport: SlurmTransport, path: str) -> tuple[float, int] | None:
+        return await self._files(transport).stat(await self._expand(transport, path))
+
+    # ---- sync API -------------------------------------------------------------------------
+
+    def submit_job(
+        self,
+        *,
+        script: str | None = None,
+        script_path: str | None = None,
+        job_name: str | None = None,
+        partition: str | None = None,
+        account: str | None = None,
+        qos: str | None = None,
+        time_limit: str | int | None = None,
+        environment: Mapping[str, str] | None = None,
+        working_directory: str | None = None,
+        output: str | None = None,
+        error: str | None = None,
+        array: str | None = None,
+        comment: str | None = None,
+        requeue: bool | None = None,
+        open_mode_append: bool = True,
+        extra_options: Mapping[str, str] | None = None,
+    ) -> int:
+        """Submit a batch job and return its id.
+
+        Exactly one of ``script`` (the script text; SSH uploads it over SFTP and runs ``sbatch`` on
+        it, REST sends it in the body) or ``script_path`` (a path on the cluster, checked to exist
+        first: FileNotFoundError otherwise; SSH runs ``sbatch <path>``, REST submits a wrapper that
+        ``exec``s it). Parameters override the script's ``#SBATCH`` lines; over REST, which ignores
+        such lines, the hook applies the ones it can map (name, partition, account, qos, time,
+        chdir, output, error, array, comment, requeue, open-mode, cpus-per-task, ntasks,
+        constraint, dependency, hold) and logs the others. ``time_limit`` is minutes or a Slurm
+        time string. ``environment`` values arrive byte for byte (SSH: written to a file over SFTP,
+        never put on a command line). ``extra_options`` are further sbatch long options
+        (``{"cpus-per-task": "4"}``, ``""`` for a flag; REST maps them to job fields, dashes to
+        underscores). Paths may start with ``~``. Bad input raises ValueError/TypeError naming
+        the field before anything is submitted.
+        """
+        request = SubmitRequest.build(
+            script=script,
+            script_path=script_path,
+            job_name=job_name,
+            partition=partition,
+            account=account,
+            qos=qos,
+            time_limit=time_limit,
+            environment=environment,
+            working_directory=working_directory,
+            output=output,
+            error=error,
+            array=array,
+            comment=comment,
+            requeue=requeue,
+            open_mode_append=open_mode_append,
+            extra_options=extra_options,
+        )
+        return self._run(lambda t: self._submit(t, request))
+
+    def get_job(self, job_id: int) -> SlurmJob | None:
+        """The job (or array task with that id), or None when Slurm no longer knows it."""
+        return self._run(lambda t: self._get_job(t, int(job_id)))
+
+    def get_array_tasks(self, array_job_id: int) -> list[SlurmJob]:
+        """Every task of an array, pending ranges expanded, sorted by task id (one Slurm query)."""
+        return self._run(lambda t: self._array_tasks(t, int(array_job_id)))
+
+    def cancel_job(self, job_id: int) -> bool:
+        """Cancel the job (an array id cancels every task): True if it was active and is now being
+        cancelled, False if it had already ended or is unknown. Never raises for an ended job."""
+        return self._run(lambda t: self._cancel(t, int(job_id)))
+
+    def read_file(self, path: str, *, tail_bytes: int | None = None) -> str | None:
+        """The file's text (UTF-8, undecodable bytes replaced; only the last ``tail_bytes`` if
+        given), or None if it does not exist. ``~`` is the cluster user's home."""
+        return self._run(lambda t: self._read(t, path, tail_bytes))
+
+    def stat_file(self, path: str) -> tuple[float, int] | None:
+        """``(mtime in epoch seconds, size in bytes)``, or None if the file does not exist."""
+        return self._run(lambda t: self._stat(t, path))
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Check that Slurm answers with these credentials; never raises."""
+        try:
+            return True, self._run(lambda t: t.describe())
+        except Exception as err:
+            return False, self._safe_message(err)
+
+    def close(self) -> None:
+        """Close the sync transport and stop the private event loop thread."""
+        self._finalizer()
+
+    # ---- async twins ----------------------------------------------------------------------
+
+    async def a_submit_job(self, **kwargs: Any) -> int:
+        """Async :meth:`submit_job` (same keyword arguments)."""
+        request = SubmitRequest.build(**kwargs)
+        return await self._a_call(lambda t: self._submit(t, request))
+
+    async def a_get_job(self, job_id: int) -> SlurmJob | None:
+        """Async :meth:`get_job`."""
+        return await self._a_call(lambda t: self._get_job(t, int(job_id)))
+
+    async def a_get_array_tasks(self, array_job_id: int) -> list[SlurmJob]:
+        """Async :meth:`get_array_tasks`."""
+        return await self._a_call(lambda t: self._array_tasks(t, int(array_job_id)))
+
+    async def a_cancel_job(self, job_id: int) -> bool:
+        """Async :meth:`cancel_job`."""
+        return await self._a_call(lambda t: self._cancel(t, int(job_id)))
+
+    async def a_read_file(self, path: str, *, tail_bytes: int | None = None) -> str | None:
+        """Async :meth:`read_file`."""
+        return await self._a_call(lambda t: self._read(t, path, tail_bytes))
+
+    async def a_stat_file(self, path: str) -> tuple[float, int] | None:
+        """Async :meth:`stat_file`."""
+        return await self._a_call(lambda t: self._stat(t, path))
+
+    async def a_test_connection(self) -> tuple[bool, str]:
+        """Async :meth:`test_connection`."""
+        try:
+            return True, await self._a_call(lambda t: t.describe())
+        except Exception as err:
+            return False, self._safe_message(err)
+
+    async def a_close(self) -> None:
+        """Close the HTTP session / SSH connection used by the ``a_*`` methods in this loop."""
+        pooled, self._async_transport = self._async_transport, None
+        if pooled is not None and pooled[0] is asyncio.get_running_loop():
+            await pooled[1].close()
+
+    # ---- helpers --------------------------------------------------------------------------
+
+    def _safe_message(self, err: BaseException) -> str:
+        message = f"{type(err).__name__}: {err}" if not isinstance(err, SlurmError) else str(err)
+        settings = self._settings
+        for secret in settings.secrets if settings else ():
+            message = message.replace(secret, "***")
+        return message
+
+
+__all__ = [
+    "FileAccess",
+    "SlurmHook",
+    "SlurmSettings",
+    "SlurmTransport",
+    "expand_user",
+]
