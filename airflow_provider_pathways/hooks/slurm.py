@@ -294,6 +294,16 @@ class SlurmHook(BaseHook):
     ``key_file``, ``private_key_passphrase``, ``known_hosts`` (text or path) and
     ``strict_host_key_checking`` (default true; false must be given explicitly).
 
+    ``slurm_bin_dir`` (where sbatch/scontrol/scancel live if not on the SSH PATH) and the timeouts
+    ``connect_timeout``, ``request_timeout``, ``command_timeout`` are optional. Extra keys may also
+    carry the UI prefix ``extra__pathways_slurm__``.
+
+    Differences between the transports: REST jobs get only ``PATH``, ``HOME``, ``USER``,
+    ``LOGNAME`` plus ``environment`` (slurmrestd passes no login environment), and their
+    ``working_directory`` defaults to the user's home; SSH jobs inherit the SSH session's
+    environment like an interactive ``sbatch``, and submissions are staged (mode 0700) under
+    ``~/.airflow-pathways/submit/`` and removed right after ``sbatch``.
+
     Sync methods run on a private event loop thread; ``a_*`` twins run in the caller's loop and
     never block it (aiohttp, asyncssh, file reads in a worker thread).
     """

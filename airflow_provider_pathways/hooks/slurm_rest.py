@@ -243,7 +243,7 @@ class RestTransport:
 
     async def _detect_version(self) -> str:
         offered: set[str] = set()
-        for path in ("/openapi/v3", "/openapi"):
+        for path in ("/openapi/v3", "/openapi.json", "/openapi"):
             status, payload = await self._request("GET", path)
             if status == 200 and isinstance(payload, Mapping) and isinstance(payload.get("paths"), Mapping):
                 offered = {m.group(1) for p in payload["paths"] for m in [_VERSION_IN_PATH.search(p)] if m}
