@@ -18,25 +18,29 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STATE = REPO_ROOT / ".sandbox"
 AIRFLOW_HOME = STATE / "airflow"
-EXAMPLES = (
+GKE_EXAMPLES = (
     ("example_pathways_training.py", "example_pathways_training"),
     ("example_pathways_batch_inference.py", "example_pathways_batch_inference"),
 )
+SLURM_EXAMPLE = ("example_pathways_slurm.py", "example_pathways_slurm")
 # Log lines worth showing: the provider's own, and the example tasks' prints.
-_SHOWN = re.compile(r"airflow_provider_pathways|would run inference|Retry policy decision")
+_SHOWN = re.compile(
+    r"airflow_provider_pathways|would run inference|Retry policy decision|Pathways proxy address|step \d"
+)
+_CONF_ARG = 4
 _LOG_LINE = re.compile(r"^\S+Z \[(\w+)\s*\] (.*?)\s+\[([\w.]+)\].*$")
 _SUMMARY = "DEMO-SUMMARY "
 
 
-def _airflow_env(connection: str) -> dict[str, str]:
+def _airflow_env(connections: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ)
+    env.update({f"AIRFLOW_CONN_{conn_id.upper()}": value for conn_id, value in connections.items()})
     env.update(
         {
             "AIRFLOW_HOME": str(AIRFLOW_HOME),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(AIRFLOW_HOME / "dags"),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
-            "AIRFLOW_CONN_KUBERNETES_DEFAULT": connection,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])),
         }
     )
@@ -64,10 +68,12 @@ def _show(line: str) -> None:
         print(f"    {line}")
 
 
-def _run_example(filename: str, dag_id: str, env: dict[str, str]) -> dict[str, Any]:
+def _run_example(
+    filename: str, dag_id: str, env: dict[str, str], conf: dict[str, Any] | None = None
+) -> dict[str, Any]:
     print(f"\n=== {dag_id} ({filename})", flush=True)
     child = subprocess.Popen(
-        [sys.executable, "-m", "sandbox.demo", "run", filename, dag_id],
+        [sys.executable, "-m", "sandbox.demo", "run", filename, dag_id, json.dumps(conf or {})],
         env=env,
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
@@ -88,7 +94,7 @@ def _run_example(filename: str, dag_id: str, env: dict[str, str]) -> dict[str, A
     return summary
 
 
-def run_one(filename: str, dag_id: str) -> None:
+def run_one(filename: str, dag_id: str, conf: dict[str, Any]) -> None:
     """Child process: run one DAG and print a JSON summary line."""
     import importlib.util
 
@@ -103,7 +109,7 @@ def run_one(filename: str, dag_id: str) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     dag = next(v for v in vars(module).values() if isinstance(v, DAG) and v.dag_id == dag_id)
-    run = dag.test()
+    run = dag.test(run_conf=conf or None)
     with create_session() as session:
         tis = session.scalars(
             select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run.run_id)
@@ -118,22 +124,39 @@ def run_one(filename: str, dag_id: str) -> None:
     print(_SUMMARY + json.dumps({"dag_id": dag_id, "state": str(run.state), "tasks": tasks}), flush=True)
 
 
+def _succeeded(summary: dict[str, Any]) -> bool:
+    return bool(summary) and all(t["state"] == "success" for t in summary["tasks"].values())
+
+
 def main() -> int:
     from sandbox.kube.launcher import ensure_kube_standin
+    from sandbox.slurm.cluster import airflow_connection, start_slurm_sandbox
 
     print("Starting the sandbox: Kubernetes API stand-in with simulated Pathways controllers...")
     kube = ensure_kube_standin(STATE / "kube")
     print(f"  API server {kube.url} (kubeconfig {kube.kubeconfig.relative_to(REPO_ROOT)})")
-    env = _airflow_env(kube.airflow_connection())
+    print("Starting the sandbox: a real Slurm cluster (slurmctld, slurmd, slurmrestd, sshd)...")
+    slurm = start_slurm_sandbox()
+    print(f"  slurmrestd {slurm['SLURM_SANDBOX_REST_URL']}, sshd port {slurm['SLURM_SANDBOX_SSH_PORT']}")
+    env = _airflow_env(
+        {
+            "kubernetes_default": kube.airflow_connection(),
+            "pathways_slurm_default": airflow_connection(slurm, "ssh"),
+        }
+    )
     _prepare_airflow(env)
-    failed = []
-    for filename, dag_id in EXAMPLES:
-        summary = _run_example(filename, dag_id, env)
-        if not summary or any(t["state"] != "success" for t in summary["tasks"].values()):
-            failed.append(dag_id)
+    failed = [
+        dag_id for filename, dag_id in GKE_EXAMPLES if not _succeeded(_run_example(filename, dag_id, env))
+    ]
     left = kube.request("GET", "/apis/pathways-job.pathways.domain/v1/pathwaysjobs")["items"]
     print(f"\nPathwaysJobs left on the cluster: {len(left)}")
-    print("The sandbox keeps running; stop it with `make sandbox-down`.")
+    slurm_conf = {
+        "scripts_dir": slurm["SLURM_SANDBOX_SCRIPTS_DIR"],
+        "workload_script": Path(slurm["SLURM_SANDBOX_RUN_WORKLOAD_SCRIPT"]).name,
+    }
+    if not _succeeded(_run_example(*SLURM_EXAMPLE, env, slurm_conf)):
+        failed.append(SLURM_EXAMPLE[1])
+    print("\nThe sandbox keeps running; stop it with `make sandbox-down`.")
     if failed:
         print(f"FAILED: {', '.join(failed)}")
         return 1
@@ -142,7 +165,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "run":
-        run_one(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 5 and sys.argv[1] == "run":
+        run_one(sys.argv[2], sys.argv[3], json.loads(sys.argv[_CONF_ARG]))
     else:
         sys.exit(main())

@@ -85,50 +85,14 @@ def slurm_cluster() -> dict[str, str]:
     ``slurm_rest`` uses slurmrestd with a JWT; ``slurm_ssh`` uses the login node over SSH with
     strict host-key checking. Returns the sandbox settings (``slurm.json``).
     """
-    import json
+    from sandbox.slurm.cluster import airflow_connection, start_slurm_sandbox
 
     if os.geteuid() != 0:
         pytest.skip("the Slurm sandbox needs root (it installs packages and starts daemons)")
-    env = {**os.environ, "SANDBOX_SLURM_TAKEOVER": "1"}
-    proc = subprocess.run(
-        ["bash", str(REPO_ROOT / "sandbox" / "slurm" / "up.sh")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO_ROOT,
-        env=env,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"sandbox/slurm/up.sh failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    state = Path(os.environ.get("SANDBOX_STATE_DIR") or REPO_ROOT / ".sandbox" / "slurm").resolve()
-    settings: dict[str, str] = json.loads((state / "slurm.json").read_text())
-    rest_url = settings["SLURM_SANDBOX_REST_URL"]
-    host, _, port = rest_url.split("//", 1)[1].partition(":")
-    os.environ["AIRFLOW_CONN_SLURM_REST"] = json.dumps(
-        {
-            "conn_type": "pathways_slurm",
-            "host": host,
-            "port": int(port),
-            "login": settings["SLURM_SANDBOX_USER"],
-            "extra": {
-                "transport": "rest",
-                "token_file": settings["SLURM_SANDBOX_JWT_TOKEN_FILE"],
-                "api_version": "auto",
-            },
-        }
-    )
-    os.environ["AIRFLOW_CONN_SLURM_SSH"] = json.dumps(
-        {
-            "conn_type": "pathways_slurm",
-            "host": settings["SLURM_SANDBOX_SSH_HOST"],
-            "port": int(settings["SLURM_SANDBOX_SSH_PORT"]),
-            "login": settings["SLURM_SANDBOX_USER"],
-            "extra": {
-                "transport": "ssh",
-                "key_file": settings["SLURM_SANDBOX_SSH_PRIVATE_KEY"],
-                "known_hosts": settings["SLURM_SANDBOX_SSH_KNOWN_HOSTS"],
-            },
-        }
-    )
+    try:
+        settings = start_slurm_sandbox()
+    except RuntimeError as err:
+        pytest.fail(str(err))
+    os.environ["AIRFLOW_CONN_SLURM_REST"] = airflow_connection(settings, "rest")
+    os.environ["AIRFLOW_CONN_SLURM_SSH"] = airflow_connection(settings, "ssh")
     return settings

@@ -176,6 +176,7 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
         self.job_id = job_id
         self.cancel_on_kill = cancel_on_kill
         self._restarts: int | None = None
+        self._last_state = ""
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -198,7 +199,10 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
                 "Slurm job %s was requeued (restarts %d); Slurm runs it again", job.job_id, job.restarts
             )
         self._restarts = job.restarts
-        self.log.info("Slurm job %s: %s%s", job.job_id, job.state, f" ({job.reason})" if job.reason else "")
+        state = f"{job.state}{f' ({job.reason})' if job.reason else ''}"
+        if state != self._last_state:
+            self.log.info("Slurm job %s: %s", job.job_id, state)
+            self._last_state = state
         return {"status": "done", "job": job.to_dict()} if job.terminal else None
 
     async def on_kill(self) -> None:
@@ -250,6 +254,7 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
         self.worker_array_job_id = worker_array_job_id
         self.worker_array_key = worker_array_key
         self.service_job_key = service_job_key
+        self._last_reason = ""
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -281,7 +286,9 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
         )
         if check.service_ended:
             return {"status": "service_ended", "job": check.job.to_dict() if check.job else None}
-        self.log.info("Pathways service %s: %s", self.service_job_id, check.readiness.reason)
+        if check.readiness.reason != self._last_reason:
+            self.log.info("Pathways service %s: %s", self.service_job_id, check.readiness.reason)
+            self._last_reason = check.readiness.reason
         if check.readiness.ready:
             return {"status": "ready", "readiness": check.readiness.to_dict()}
         return None

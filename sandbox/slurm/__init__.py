@@ -1,0 +1,1 @@
+"""The sandbox Slurm cluster: start it with ``up.sh``; Python helpers for its settings."""
