@@ -9,7 +9,7 @@ Two emulators, both from PyPI (see ``sandbox/gcs/README.md`` for what each suppo
 
 ``start_gcs_emulator(state_dir)`` reuses the emulator already running from ``state_dir`` (recorded
 in ``state_dir/gcs.json``) or starts one and waits until it answers, with a deadline. CLI:
-``python -m sandbox.gcs start|stop|status --state-dir DIR``.
+``python -m sandbox.gcs start|stop|status|demo --state-dir DIR``.
 """
 
 from __future__ import annotations
@@ -380,12 +380,16 @@ def start_gcs_emulator(
 def main(argv: list[str] | None = None) -> int:
     """CLI: ``start`` (detached, prints the URL), ``stop`` and ``status``."""
     parser = argparse.ArgumentParser(prog="python -m sandbox.gcs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("start", "stop", "status"))
+    parser.add_argument("command", choices=("start", "stop", "status", "demo"))
     parser.add_argument("--state-dir", default=".sandbox/gcs")
     parser.add_argument("--flavour", choices=FLAVOURS, default=FAKE_GCS)
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     state_dir = Path(args.state_dir)
+    if args.command == "demo":
+        from sandbox.gcs.demo import run_demo
+
+        return run_demo(state_dir / "demo")
     if args.command == "start":
         emulator = start_gcs_emulator(state_dir, flavour=args.flavour, port=args.port, detach=True)
         print(f"{emulator.flavour} running at {emulator.url} (pid {emulator.pid})")
