@@ -154,7 +154,7 @@ class _SlurmJobMixin(ResumableJobMixin, BaseOperator):
         return status in _ACTIVE_STATES
 
     def is_job_succeeded(self, status: str) -> bool:
-        return False
+        return status == "COMPLETED"
 
     def _deadline(self) -> float | None:
         return time.time() + self.wait_timeout if self.wait_timeout else None
@@ -271,6 +271,9 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
             if key in self.environment:
                 problems.append(f"environment[{key!r}]: set it with the {key.lower()} argument instead")
         return problems
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return False  # a service job that ended cannot serve a workload: submit a new one
 
     def submission_environment(self) -> dict[str, str]:
         return {

@@ -21,7 +21,13 @@ from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))
-PARAMS = {"conn": "slurm_ssh", "scripts": "/nonexistent", "marker": "/tmp/none", "cluster_env": "~/x.env"}
+PARAMS = {
+    "conn": "slurm_ssh",
+    "scripts": "/nonexistent",
+    "marker": "/tmp/none",
+    "cluster_env": "~/x.env",
+    "job_name": "pathways-test",
+}
 CONN = "{{ params.conn }}"
 SERVICE_ID = "{{ ti.xcom_pull(task_ids='service', key='job_id') }}"
 
@@ -148,3 +154,51 @@ with dag("slurm_stale_cluster_env") as stale_cluster_env:
         task_id="stop", slurm_conn_id=CONN, job_ids=SERVICE_ID, cluster_env_path=None
     )
     service >> ready >> stop.as_teardown(setups=service)
+
+WAIT_FOR_MARKER = """#!/bin/bash
+echo "waiting for $MARKER"
+while [ ! -e "$MARKER" ]; do sleep 0.2; done
+echo "marker seen: finishing"
+sleep 3
+echo "done"
+"""
+
+
+def create_marker(context: dict) -> None:
+    """on_retry_callback: lets the still-running job finish during the retry."""
+    from pathlib import Path
+
+    Path(context["params"]["marker"]).touch()
+
+
+with dag("slurm_reattach") as reattach:
+    SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        script=WAIT_FOR_MARKER,
+        job_name="{{ params.job_name }}",
+        environment={"MARKER": "{{ params.marker }}"},
+        deferrable=True,
+        poll_interval=0.3,
+        wait_timeout=3,
+        cancel_on_kill=False,
+        retries=1,
+        retry_delay=timedelta(seconds=1),
+        on_retry_callback=create_marker,
+    )
+
+with dag("slurm_reattach_finished") as reattach_finished:
+    SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        script='#!/bin/bash\nwhile [ ! -e "$MARKER" ]; do sleep 0.2; done\necho done\n',
+        job_name="{{ params.job_name }}",
+        environment={"MARKER": "{{ params.marker }}"},
+        deferrable=True,
+        poll_interval=0.3,
+        wait_timeout=2,
+        cancel_on_kill=False,
+        retries=1,
+        retry_delay=timedelta(seconds=2),
+        on_retry_callback=create_marker,
+    )

@@ -191,3 +191,34 @@ def test_example_dag_runs_service_readiness_workload_and_teardown(
     while squeue("-j", str(array), "-t", "R,PD", "-o", "%i") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert squeue("-j", str(array), "-t", "R,PD", "-o", "%i") == []  # the worker slices went too
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_retry_reconnects_to_the_job_still_running(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    name = f"reattach-{uuid.uuid4().hex[:8]}"
+    marker = f"/tmp/pathways-reattach-{uuid.uuid4().hex}"
+    outcome = run_dag(
+        load_dag(DAGS, "slurm_reattach"), params(slurm_cluster, conn, marker=marker, job_name=name)
+    )["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "success"
+    assert outcome.try_number == 2
+    assert "Reconnecting to existing job" in logs
+    assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 1  # one job, followed by both tries
+    assert outcome.xcom["return_value"]["state"] == "COMPLETED"
+
+
+@pytest.mark.parametrize("conn", ["slurm_ssh"])
+def test_retry_after_the_job_finished_returns_its_result_without_resubmitting(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    name = f"finished-{uuid.uuid4().hex[:8]}"
+    marker = f"/tmp/pathways-reattach-{uuid.uuid4().hex}"
+    dag = load_dag(DAGS, "slurm_reattach_finished")
+    outcome = run_dag(dag, params(slurm_cluster, conn, marker=marker, job_name=name))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "success" and outcome.try_number == 2
+    assert "Job already completed successfully, skipping resubmission" in logs
+    assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 1
