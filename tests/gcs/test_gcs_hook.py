@@ -19,6 +19,8 @@ from sandbox.gcs.launcher import GcsEmulator, SeedObject
 from sandbox.gcs.proxy import GcsProxy
 from tests.gcs.conftest import NOW
 
+pytestmark = pytest.mark.gcs
+
 SCRATCH = "pathways-scratch/shared"
 CACHE = f"{SCRATCH}/compilation_cache/default"
 

@@ -10,6 +10,8 @@ from airflow_provider_pathways.compilation_cache import CacheCleanupError
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
 
+pytestmark = pytest.mark.gcs
+
 PREFIX = "pathways-scratch/shared/compilation_cache/"
 
 

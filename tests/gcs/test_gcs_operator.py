@@ -12,6 +12,8 @@ from sandbox.gcs.launcher import GcsEmulator
 from tests.airflow_runs import load_dag, run_dag
 from tests.gcs.conftest import NOW
 
+pytestmark = pytest.mark.gcs
+
 Seed = Callable[..., None]
 SLURM_CACHE = "pathways-scratch/shared/compilation_cache/default"
 

@@ -6,8 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sandbox.gcs.launcher import connect_gcs_emulator, start_gcs_emulator
 from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.gcs
 
 
 def test_start_reuse_and_stop(tmp_path: Path) -> None:
