@@ -15,7 +15,8 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-pathways",
         "name": "Pathways",
-        "description": "Run Google Pathways workloads (multi-slice JAX on TPUs) on GKE and Slurm.",
+        "description": "Run Google Pathways workloads (multi-slice JAX on TPUs) on GKE and Slurm, "
+        "and clean up their compilation caches.",
         "versions": [__version__],
         "integrations": [
             {
@@ -30,6 +31,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_provider_pathways.operators.pathways_job",
                     "airflow_provider_pathways.operators.slurm",
+                    "airflow_provider_pathways.operators.gcs",
                 ],
             }
         ],
@@ -48,6 +50,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_provider_pathways.hooks.kubernetes",
                     "airflow_provider_pathways.hooks.slurm",
+                    "airflow_provider_pathways.hooks.gcs",
                 ],
             }
         ],

@@ -2,8 +2,8 @@
 
 The headless job (no controller template) runs the Pathways head and workers only. The sensor
 waits in the triggerer until the head and at least ``min_slices`` slices are ready and returns
-the proxy address, which inference tasks use as ``JAX_BACKEND_TARGET``. The teardown deletes the
-job whatever happened upstream.
+the proxy address, which inference tasks use as ``JAX_BACKEND_TARGET``. Teardowns delete the
+job whatever happened upstream, then stale compilation-cache entries under its ``pathwaysDir``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import pendulum
 from airflow.sdk import DAG, task
 
+from airflow_provider_pathways.operators.gcs import CleanupCompilationCacheOperator
 from airflow_provider_pathways.operators.pathways_job import (
     DeletePathwaysJobOperator,
     PathwaysJobOperator,
@@ -60,4 +61,10 @@ with DAG(
         namespace="{{ ti.xcom_pull(task_ids='start_pathways', key='namespace') }}",
     )
 
-    start >> ready >> results >> delete.as_teardown(setups=start)
+    cleanup = CleanupCompilationCacheOperator(
+        task_id="cleanup_compilation_cache",
+        pathways_dir_from_task="start_pathways",
+        older_than="7d",
+    )
+
+    start >> ready >> results >> delete.as_teardown(setups=start) >> cleanup.as_teardown(setups=start)

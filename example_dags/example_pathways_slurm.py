@@ -7,6 +7,8 @@
 3. ``train`` submits the workload, which reads ``cluster.env``, and follows it to its end with its
    output in the task log. A preempted workload is retried with backoff; a failing one is not.
 4. ``stop_pathways`` cancels the service job and its worker array, whatever happened upstream.
+5. ``cleanup_compilation_cache`` deletes cache entries unused for a week under
+   ``gs://<bucket>/pathways-scratch/shared``.
 
 The connection and the paths on the cluster are DAG params, so one DAG serves several clusters.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG
 
+from airflow_provider_pathways.operators.gcs import CleanupCompilationCacheOperator
 from airflow_provider_pathways.operators.slurm import (
     CancelSlurmJobOperator,
     PathwaysSlurmServiceOperator,
@@ -80,4 +83,11 @@ with DAG(
         job_ids=SERVICE_JOB_ID,
     )
 
-    service >> ready >> train >> stop.as_teardown(setups=service)
+    # The scripts run Pathways with --enable_gcs_olm=false: nothing else deletes old cache entries.
+    cleanup = CleanupCompilationCacheOperator(
+        task_id="cleanup_compilation_cache",
+        bucket="{{ params.gcs_bucket }}",
+        older_than="7d",
+    )
+
+    service >> ready >> train >> stop.as_teardown(setups=service) >> cleanup.as_teardown(setups=service)

@@ -2,7 +2,8 @@
 
 The task creates the PathwaysJob, waits for it in the triggerer (deferrable), copies the end of the
 program's log into the task log, and deletes the job when it finishes, fails or is killed. A
-preempted run is retried with backoff by ``PathwaysRetryPolicy``; a failing program is not.
+preempted run is retried with backoff by ``PathwaysRetryPolicy``; a failing program is not. A
+teardown then deletes stale compilation-cache entries under the job's ``pathwaysDir``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import DAG
 
+from airflow_provider_pathways.operators.gcs import CleanupCompilationCacheOperator
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
 from airflow_provider_pathways.retry import PathwaysRetryPolicy
 from airflow_provider_pathways.spec import PathwaysJobSpec
@@ -57,3 +59,11 @@ with DAG(
         deferrable=True,
         retry_policy=PathwaysRetryPolicy(base_delay=timedelta(minutes=2)),
     )
+
+    # Pathways runs with --enable_gcs_olm=false: drop cache entries unused for a week.
+    cleanup = CleanupCompilationCacheOperator(
+        task_id="cleanup_compilation_cache",
+        pathways_dir_from_task="train",
+        older_than="7d",
+    )
+    train >> cleanup.as_teardown(setups=train)

@@ -96,3 +96,25 @@ def slurm_cluster() -> dict[str, str]:
     os.environ["AIRFLOW_CONN_SLURM_REST"] = airflow_connection(settings, "rest")
     os.environ["AIRFLOW_CONN_SLURM_SSH"] = airflow_connection(settings, "ssh")
     return settings
+
+
+EXAMPLE_BUCKET = "my-pathways-bucket"
+
+
+@pytest.fixture(scope="session")
+def gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A GCS emulator over HTTP (``STORAGE_EMULATOR_HOST``) with the example DAGs' bucket."""
+    from sandbox.gcs.launcher import start_gcs_emulator
+
+    emulator = start_gcs_emulator(tmp_path_factory.mktemp("gcs-examples"), reuse=False)
+    saved = os.environ.get("STORAGE_EMULATOR_HOST")
+    os.environ.update(emulator.env())
+    emulator.create_bucket(EXAMPLE_BUCKET)
+    try:
+        yield emulator
+    finally:
+        if saved is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = saved
+        emulator.stop()

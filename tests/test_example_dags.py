@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from tests.airflow_runs import load_dag, run_dag
+from tests.conftest import EXAMPLE_BUCKET
 
-pytestmark = pytest.mark.usefixtures("kube")
+pytestmark = pytest.mark.usefixtures("kube", "gcs")
 
 
 def jobs_in(kube: Any, namespace: str) -> list[str]:
@@ -18,11 +20,32 @@ def jobs_in(kube: Any, namespace: str) -> list[str]:
     return [item["metadata"]["name"] for item in listing["items"]]
 
 
-def test_training_example_trains_and_cleans_up(kube: Any) -> None:
+def seed_cache(gcs: Any, scratch: str) -> tuple[str, str]:
+    """A stale and a fresh compilation-cache entry under ``scratch`` (a path in the example bucket)."""
+    from sandbox.gcs.launcher import SeedObject
+
+    now = datetime.now(timezone.utc)
+    stale = f"{scratch}/compilation_cache/default/old.binarypb"
+    fresh = f"{scratch}/compilation_cache/default/new.binarypb"
+    gcs.seed_objects(
+        EXAMPLE_BUCKET,
+        [
+            SeedObject(stale, 1000, now - timedelta(days=30)),
+            SeedObject(fresh, 1000, now - timedelta(hours=2)),
+        ],
+    )
+    return stale, fresh
+
+
+def test_training_example_trains_and_cleans_up(kube: Any, gcs: Any) -> None:
+    stale, fresh = seed_cache(gcs, "pathways-scratch/train")
     outcomes = run_dag(load_dag("example_pathways_training.py", "example_pathways_training"))
     assert outcomes["train"].state == "success"
     assert outcomes["train"].xcom["status"]["phase"] == "succeeded"
     assert jobs_in(kube, "default") == []
+    assert outcomes["cleanup_compilation_cache"].state == "success"
+    left = gcs.list_objects(EXAMPLE_BUCKET, "pathways-scratch/train/")
+    assert stale not in left and fresh in left  # only the entry unused for a week went
 
 
 def test_batch_inference_example_hands_the_proxy_address_downstream_and_tears_down(kube: Any) -> None:
@@ -33,6 +56,7 @@ def test_batch_inference_example_hands_the_proxy_address_downstream_and_tears_do
         "run_inference[0]": "success",
         "run_inference[1]": "success",
         "delete_pathways": "success",
+        "cleanup_compilation_cache": "success",
     }
     name = outcomes["start_pathways"].xcom["name"]
     address = f"grpc://{name}-pathways-head-0-0.{name}:29000"

@@ -83,6 +83,9 @@ mkdir -p -- "$(dirname -- "$USER_HOME")"
 if ! id -u "$SLURM_SANDBOX_USER" >/dev/null 2>&1; then
 	useradd --user-group --no-create-home --home-dir "$USER_HOME" --shell /bin/bash "$SLURM_SANDBOX_USER"
 elif [[ $(getent passwd "$SLURM_SANDBOX_USER" | cut -d: -f6) != "$USER_HOME" ]]; then
+	# The user belongs to the sandbox: jobs left by the sandbox it replaces must not block usermod.
+	pkill -KILL -u "$SLURM_SANDBOX_USER" 2>/dev/null || true
+	for _ in $(seq 50); do pgrep -u "$SLURM_SANDBOX_USER" >/dev/null || break; sleep 0.1; done
 	usermod --home "$USER_HOME" "$SLURM_SANDBOX_USER"
 fi
 # useradd leaves the password locked ('!'); sshd with UsePAM=no then refuses even key logins.

@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,7 +164,7 @@ def test_stale_cluster_env_from_an_earlier_run_is_ignored(
 
 @pytest.mark.parametrize("conn", TRANSPORTS)
 def test_example_dag_runs_service_readiness_workload_and_teardown(
-    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str], gcs: Any
 ) -> None:
     conf = {
         "slurm_conn_id": conn,
@@ -177,6 +178,7 @@ def test_example_dag_runs_service_readiness_workload_and_teardown(
         "wait_for_pathways": "success",
         "train": "success",
         "stop_pathways": "success",
+        "cleanup_compilation_cache": "success",
     }
     ready = outcomes["wait_for_pathways"].xcom["return_value"]
     assert ready["proxy_address"].startswith("grpc://127.0.0.1:")
