@@ -35,6 +35,7 @@ bench: venv
 sandbox-down:
 	-bash sandbox/slurm/down.sh
 	-$(PY) -m sandbox.kube stop --state-dir $(STATE)/kube 2>/dev/null
+	-$(PY) -m sandbox.gcs stop --state-dir $(STATE)/gcs 2>/dev/null
 
 clean: sandbox-down
 	rm -rf $(VENV) $(STATE)

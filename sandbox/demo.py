@@ -23,6 +23,7 @@ GKE_EXAMPLES = (
     ("example_pathways_batch_inference.py", "example_pathways_batch_inference"),
 )
 SLURM_EXAMPLE = ("example_pathways_slurm.py", "example_pathways_slurm")
+EXAMPLE_BUCKET = "my-pathways-bucket"
 # Log lines worth showing: the provider's own, and the example tasks' prints.
 _SHOWN = re.compile(
     r"airflow_provider_pathways|would run inference|Retry policy decision|Pathways proxy address|step \d"
@@ -129,6 +130,8 @@ def _succeeded(summary: dict[str, Any]) -> bool:
 
 
 def main() -> int:
+    from sandbox.gcs.demo import run_demo as run_cache_cleanup_demo
+    from sandbox.gcs.launcher import start_gcs_emulator
     from sandbox.kube.launcher import ensure_kube_standin
     from sandbox.slurm.cluster import airflow_connection, start_slurm_sandbox
 
@@ -138,12 +141,17 @@ def main() -> int:
     print("Starting the sandbox: a real Slurm cluster (slurmctld, slurmd, slurmrestd, sshd)...")
     slurm = start_slurm_sandbox()
     print(f"  slurmrestd {slurm['SLURM_SANDBOX_REST_URL']}, sshd port {slurm['SLURM_SANDBOX_SSH_PORT']}")
+    print("Starting the sandbox: a GCS emulator for the compilation cache...")
+    gcs = start_gcs_emulator(STATE / "gcs")
+    gcs.create_bucket(EXAMPLE_BUCKET)
+    print(f"  {gcs.url} with bucket gs://{EXAMPLE_BUCKET}")
     env = _airflow_env(
         {
             "kubernetes_default": kube.airflow_connection(),
             "pathways_slurm_default": airflow_connection(slurm, "ssh"),
         }
     )
+    env.update(gcs.env())
     _prepare_airflow(env)
     failed = [
         dag_id for filename, dag_id in GKE_EXAMPLES if not _succeeded(_run_example(filename, dag_id, env))
@@ -156,6 +164,9 @@ def main() -> int:
     }
     if not _succeeded(_run_example(*SLURM_EXAMPLE, env, slurm_conf)):
         failed.append(SLURM_EXAMPLE[1])
+    print("\n=== example_cache_cleanup (example_cache_cleanup.py): a nightly cleanup of a team bucket")
+    if run_cache_cleanup_demo(STATE / "gcs-demo") != 0:
+        failed.append("example_cache_cleanup")
     print("\nThe sandbox keeps running; stop it with `make sandbox-down`.")
     if failed:
         print(f"FAILED: {', '.join(failed)}")
