@@ -101,6 +101,17 @@ class PathwaysJobHook(KubernetesHook):
             **kwargs,
         )
 
+    @classmethod
+    def for_task(cls, task: Any) -> PathwaysJobHook:
+        """The hook for an operator, sensor or trigger with ``kubernetes_conn_id``,
+        ``cluster_context``, ``config_file`` and ``in_cluster`` attributes."""
+        return cls(
+            kubernetes_conn_id=task.kubernetes_conn_id,
+            cluster_context=task.cluster_context,
+            config_file=task.config_file,
+            in_cluster=task.in_cluster,
+        )
+
     @cached_property
     def async_hook(self) -> AsyncKubernetesHook:
         """The cncf-kubernetes async hook on the same connection."""

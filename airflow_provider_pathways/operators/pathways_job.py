@@ -167,12 +167,7 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
     def hook(self) -> PathwaysJobHook:
         from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
-        return PathwaysJobHook(
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            config_file=self.config_file,
-            in_cluster=self.in_cluster,
-        )
+        return PathwaysJobHook.for_task(self)
 
     @property
     def status_options(self) -> StatusOptions:
@@ -525,12 +520,7 @@ class DeletePathwaysJobOperator(BaseOperator):
     def hook(self) -> PathwaysJobHook:
         from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
-        return PathwaysJobHook(
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            config_file=self.config_file,
-            in_cluster=self.in_cluster,
-        )
+        return PathwaysJobHook.for_task(self)
 
     def execute(self, context: Context) -> bool:
         if not self.job_name:

@@ -80,12 +80,7 @@ class PathwaysJobReadySensor(BaseSensorOperator):
     def hook(self) -> PathwaysJobHook:
         from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
-        return PathwaysJobHook(
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            config_file=self.config_file,
-            in_cluster=self.in_cluster,
-        )
+        return PathwaysJobHook.for_task(self)
 
     @property
     def status_options(self) -> StatusOptions:

@@ -132,12 +132,7 @@ class PathwaysJobTrigger(BaseTrigger):
     def hook(self) -> PathwaysJobHook:
         from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
-        return PathwaysJobHook(
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            config_file=self.config_file,
-            in_cluster=self.in_cluster,
-        )
+        return PathwaysJobHook.for_task(self)
 
     def _done(self, status: PathwaysJobStatus) -> bool:
         if status.terminal:
