@@ -66,7 +66,7 @@ def test_rest_v0038_requeued_job() -> None:
     (job,) = jobs_from_rest(_load("rest_v0038_requeued.json"))
     assert job.state == "PENDING" and job.reason == "BeginTime" and job.restarts == 1
     assert job.flags == frozenset({"REQUEUED"}) and job.requeued
-    assert job.std_out == f"/work/main/.sandbox/slurm/home/pathways/rec-{job.job_id}.out"
+    assert job.std_out == f"/shared/home/pathways/rec-{job.job_id}.out"
     assert job_outcome(job)[:2] == (JobOutcome.ACTIVE, FailureClass.PREEMPTED)
 
 
