@@ -62,11 +62,19 @@ def submit_service(
 
 
 def worker_array_of(slurm: SlurmSandbox, service_job: str) -> str:
-    """Find the worker array of a service job by its name, as a client would."""
+    """Find the worker array of a service job by its name, as a client would.
+
+    squeue's ``%F`` is the array's base job id. Not ``%A``: that is the id of each array
+    element, which equals the base id only while the array is still one pending record; once
+    the tasks start, ``%A`` of task 0 is another job (``30_0`` is job 32), and
+    ``squeue -r -j 32`` lists that single task, not the array.
+    """
 
     def find() -> str | None:
-        out = slurm.run("squeue", "-h", "-n", f"pathways-workers-{service_job}", "-o", "%A").stdout.split()
-        return out[0] if out else None
+        out = slurm.run("squeue", "-h", "-n", f"pathways-workers-{service_job}", "-o", "%F").stdout.split()
+        ids = set(out)
+        assert len(ids) <= 1, f"more than one worker array for service job {service_job}: {sorted(ids)}"
+        return ids.pop() if ids else None
 
     return wait_for(find, f"the worker array of service job {service_job}")
 
@@ -200,9 +208,14 @@ def test_service_writes_cluster_env_once_min_slices_run(slurm: SlurmSandbox, job
         "all four slices to run",
     )
     assert sorted(tasks) == ["0", "1", "2", "3"]
-    worker_log = (first_dir / f"pathways-workers-{service}_3.out").read_text()
-    assert "MEGASCALE_SLICE_ID=3" in worker_log
-    assert "MEGASCALE_NUM_SLICES=4" in worker_log
+    # RUNNING does not mean the worker script has printed yet: wait for its output.
+    worker_log = first_dir / f"pathways-workers-{service}_3.out"
+    text = wait_for(
+        lambda: worker_log.exists() and "TPU_TOPOLOGY=" in (t := worker_log.read_text()) and t,
+        "slice 3's log",
+    )
+    assert "MEGASCALE_SLICE_ID=3" in text
+    assert "MEGASCALE_NUM_SLICES=4" in text
 
     wait_for(other_env.exists, "the second cluster.env", timeout=45)
     other_address = read_env_file(other_env)["PATHWAYS_PROXY_ADDRESS"]
@@ -273,10 +286,10 @@ def test_requeued_slice_keeps_the_service_up(slurm: SlurmSandbox, jobs: list[str
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rewritten
     assert slurm.job_state(service) == "RUNNING"
     assert slurm.job(f"{array}_1")["Restarts"] == "1"
-    # --open-mode=append: the requeued task's log keeps its first run.
-    worker_log = (workdir / f"pathways-workers-{service}_1.out").read_text()
-    assert worker_log.count("=== slice 1 start") == 2
-    assert "restart 1" in worker_log
+    # --open-mode=append: the requeued task's log keeps its first run (once the rerun has logged).
+    worker_log = workdir / f"pathways-workers-{service}_1.out"
+    text = wait_for(lambda: "restart 1" in (t := worker_log.read_text()) and t, "the rerun of slice 1 to log")
+    assert text.count("=== slice 1 start") == 2
 
 
 def test_service_can_release_requeued_slices_itself(slurm: SlurmSandbox, jobs: list[str], ssh) -> None:

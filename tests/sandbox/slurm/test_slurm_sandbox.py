@@ -141,6 +141,10 @@ def test_rest_submit_get_cancel(slurm: SlurmSandbox, jobs: list[str]) -> None:
     assert job["name"] == "sandbox-rest"
     assert job["user_name"] == slurm.user
     assert job["partition"] == slurm.settings["SLURM_SANDBOX_DEFAULT_PARTITION"]
+    # RUNNING in slurmctld does not mean the script has run its first line: cancelling right
+    # away can put slurmstepd's "CANCELLED" line in the output before (or instead of) the echo.
+    output = workdir / f"rest-{job_id}.out"
+    wait_for(lambda: output.exists() and "\n" in output.read_text(), "the job's first output line")
 
     status, body = slurm.rest("DELETE", f"job/{job_id}")
     assert status == 200, body
@@ -148,7 +152,7 @@ def test_rest_submit_get_cancel(slurm: SlurmSandbox, jobs: list[str]) -> None:
     status, body = slurm.rest("GET", f"job/{job_id}")
     assert status == 200
     assert body["jobs"][0]["job_state"] == "CANCELLED"
-    assert (workdir / f"rest-{job_id}.out").read_text().startswith(f"started as {slurm.user}\n")
+    assert output.read_text().startswith(f"started as {slurm.user}\n")
 
 
 def test_rest_errors(slurm: SlurmSandbox) -> None:
