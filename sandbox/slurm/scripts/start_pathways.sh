@@ -173,7 +173,7 @@ ME=$(id -un)
 mkdir -p -- "$LOG_DIR"
 
 # After a requeue of this service job, adopt the array a previous run left behind.
-existing=$(squeue -h -u "$ME" -n "$ARRAY_NAME" -o '%A' 2>/dev/null | sort -u | head -n 1 || true)
+existing=$(squeue -h -u "$ME" -n "$ARRAY_NAME" -o '%F' 2>/dev/null | sort -u | head -n 1 || true)
 if [[ $existing =~ ^[0-9]+$ ]]; then
 	ARRAY_JOB_ID=$existing
 	log "adopting existing worker array $ARRAY_JOB_ID ($ARRAY_NAME)"
