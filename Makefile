@@ -28,6 +28,7 @@ test: venv sandbox-slurm
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 bench: venv
 	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

@@ -359,8 +359,8 @@ def group_entries(
         if what == "atime":
             pending[key] = obj
         elif what == "cache":
-            atime = pending.pop(key, None)
-            yield CacheEntry((atime, obj)) if atime is not None else CacheEntry((obj,))
+            paired = pending.pop(key) if key in pending else None
+            yield CacheEntry((paired, obj)) if paired is not None else CacheEntry((obj,))
         else:
             yield CacheEntry((obj,))
     for atime in pending.values():

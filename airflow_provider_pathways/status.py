@@ -242,7 +242,7 @@ def summarize(
     ``workloads`` are only needed to classify a failure or a suspension.
     """
     pods, jobs, workloads = pods or [], jobs or [], workloads or []
-    base = {"name": name, "namespace": namespace}
+    base: dict[str, Any] = {"name": name, "namespace": namespace}
     if (pathways_job if expect_pathways_job else jobset) is None:
         return PathwaysJobStatus(
             **base,
@@ -283,7 +283,7 @@ def summarize(
     head_ready = int(head.get("ready", 0) or 0) >= 1
     restarts = int(js_status.get("restarts", 0) or 0)
     conditions = _true_conditions(jobset)
-    common = {
+    common: dict[str, Any] = {
         **base,
         "slices_ready": ready,
         "slices_total": total,

@@ -113,7 +113,7 @@ def read_http_response(rfile: Any, method: str) -> tuple[int, bytes, bool]:
         if method == "HEAD" or status in (204, 304):
             return status, b"", close
         if chunked:
-            pieces = []
+            pieces: list[bytes] = []
             while True:
                 size_line = rfile.readline(65537)
                 if not size_line:

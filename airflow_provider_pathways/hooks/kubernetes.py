@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -388,7 +388,8 @@ class PathwaysJobHook(KubernetesHook):
                         tail_lines=tail_lines,
                         _preload_content=False,
                     )
-                    return (await response.read()).decode(errors="replace")
+                    raw: bytes = await response.read()  # type: ignore[attr-defined]  # _preload_content=False
+                    return raw.decode(errors="replace")
                 except AsyncApiException as err:
                     if err.status not in (400, 404):
                         raise
@@ -428,7 +429,7 @@ class PathwaysJobHook(KubernetesHook):
         *,
         watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT_SECONDS,
         max_consecutive_errors: int = 8,
-    ) -> AsyncIterator[PathwaysJobStatus]:
+    ) -> AsyncGenerator[PathwaysJobStatus, None]:
         """
         Yield the job's status now and every time it changes, until it is terminal.
 
@@ -553,18 +554,20 @@ class _JobWatch:
         self.needs_list = False
 
     async def _open(self, resource: CustomResource) -> _WatchStream:
-        response = await self.api.list_namespaced_custom_object(
-            group=resource.group,
-            version=resource.version,
-            namespace=self.namespace,
-            plural=resource.plural,
-            field_selector=f"metadata.name={self.name}",
-            resource_version=self.observed.versions.get(resource.plural) or None,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self.timeout_seconds,
-            watch=True,
-            _preload_content=False,
-        )
+        options: dict[str, Any] = {
+            "group": resource.group,
+            "version": resource.version,
+            "namespace": self.namespace,
+            "plural": resource.plural,
+            "field_selector": f"metadata.name={self.name}",
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": self.timeout_seconds,
+            "watch": True,
+            "_preload_content": False,
+        }
+        if version := self.observed.versions.get(resource.plural):
+            options["resource_version"] = version
+        response = await self.api.list_namespaced_custom_object(**options)
         return _WatchStream(response)
 
     async def next_change(self) -> None:

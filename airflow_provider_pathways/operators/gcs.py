@@ -130,7 +130,8 @@ class CleanupCompilationCacheOperator(BaseOperator):
         self.pathways_dir_from_task = pathways_dir_from_task
         self.older_than = older_than
         self.max_cache_bytes = max_cache_bytes
-        self.dry_run = dry_run
+        # Not ``self.dry_run``: that would hide BaseOperator.dry_run().
+        self.report_only = dry_run
         self.cache_prefixes = cache_prefixes
         self.jax_pairs = jax_pairs
         self.min_age = min_age
@@ -201,7 +202,7 @@ class CleanupCompilationCacheOperator(BaseOperator):
         )
         report = hook.cleanup(
             location,
-            dry_run=self.dry_run,
+            dry_run=self.report_only,
             max_errors=self.max_errors,
             older_than=parsed.get("older_than"),
             max_cache_bytes=parsed.get("max_cache_bytes"),

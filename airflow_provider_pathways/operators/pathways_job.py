@@ -200,11 +200,12 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
                     f"job: expected a PathwaysJobSpec, a dict or YAML text, got {type(self.job).__name__}"
                 )
             ti = context["ti"]
-            name = self.name or spec.name or default_job_name(ti.dag_id, ti.task_id, ti.run_id, ti.map_index)
+            map_index = ti.map_index if ti.map_index is not None else -1
+            name = self.name or spec.name or default_job_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
             namespace = self.namespace or spec.namespace or self.hook.resolve_namespace(None)
             labels = {
                 **(spec.labels or {}),
-                **airflow_labels(ti.dag_id, ti.task_id, ti.run_id, ti.map_index),
+                **airflow_labels(ti.dag_id, ti.task_id, ti.run_id, map_index),
                 **self.labels,
             }
             annotations = {**(spec.annotations or {}), **self.annotations}
@@ -232,7 +233,7 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
             return self.spec.to_jobset()
         return self.spec.to_pathwaysjob()
 
-    def _identity(self) -> dict[str, str]:
+    def _identity(self) -> dict[str, JsonValue]:
         return {"name": self.spec.name or "", "namespace": self.spec.namespace or "", "kind": self.kind}
 
     def _owned_by_this_task(self, obj: Mapping[str, Any]) -> bool:

@@ -580,7 +580,8 @@ class CancelSlurmJobOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, list[int]]:
         service_ids = self._ids()
-        cancelled, ended = [], []
+        cancelled: list[int] = []
+        ended: list[int] = []
         for job_id in service_ids + [a for a in self._worker_arrays(service_ids) if a not in service_ids]:
             (cancelled if self.hook.cancel_job(job_id) else ended).append(job_id)
         self.log.info("Cancelled Slurm jobs %s; already ended: %s", cancelled or "none", ended or "none")
