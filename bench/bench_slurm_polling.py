@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import contextlib
 import functools
-import json
 import os
 import pwd
 import re
@@ -62,44 +61,17 @@ def bootstrap_airflow() -> None:
 
 def start_sandbox() -> dict[str, str]:
     """Run the idempotent ``up.sh`` and return ``slurm.json``."""
-    env = {**os.environ, "SANDBOX_SLURM_TAKEOVER": "1"}
-    proc = subprocess.run(
-        ["bash", str(REPO_ROOT / "sandbox" / "slurm" / "up.sh")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO_ROOT,
-        env=env,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"sandbox/slurm/up.sh failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return json.loads((STATE_DIR / "slurm.json").read_text())
+    from sandbox.slurm.cluster import start_slurm_sandbox
+
+    return start_slurm_sandbox(timeout=300)
 
 
 def set_connections(settings: dict[str, str]) -> None:
-    """The REST and SSH Airflow connections, as ``AIRFLOW_CONN_*`` JSON (as tests/conftest.py)."""
-    host, _, port = settings["SLURM_SANDBOX_REST_URL"].split("//", 1)[1].partition(":")
-    rest = {
-        "conn_type": "pathways_slurm",
-        "host": host,
-        "port": int(port),
-        "login": settings["SLURM_SANDBOX_USER"],
-        "extra": {"transport": "rest", "token_file": settings["SLURM_SANDBOX_JWT_TOKEN_FILE"]},
-    }
-    ssh = {
-        "conn_type": "pathways_slurm",
-        "host": settings["SLURM_SANDBOX_SSH_HOST"],
-        "port": int(settings["SLURM_SANDBOX_SSH_PORT"]),
-        "login": settings["SLURM_SANDBOX_USER"],
-        "extra": {
-            "transport": "ssh",
-            "key_file": settings["SLURM_SANDBOX_SSH_PRIVATE_KEY"],
-            "known_hosts": settings["SLURM_SANDBOX_SSH_KNOWN_HOSTS"],
-        },
-    }
-    os.environ[f"AIRFLOW_CONN_{CONN_IDS['rest'].upper()}"] = json.dumps(rest)
-    os.environ[f"AIRFLOW_CONN_{CONN_IDS['ssh'].upper()}"] = json.dumps(ssh)
+    """The REST and SSH Airflow connections, as ``AIRFLOW_CONN_*`` JSON (as the tests make them)."""
+    from sandbox.slurm.cluster import airflow_connection
+
+    for transport, conn_id in CONN_IDS.items():
+        os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = airflow_connection(settings, transport)
 
 
 def user_dir(settings: dict[str, str]) -> Path:

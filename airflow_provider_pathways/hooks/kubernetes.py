@@ -37,10 +37,6 @@ DEFAULT_WATCH_TIMEOUT_SECONDS = 900
 _TRANSIENT_HTTP = frozenset({429, 500, 502, 503, 504})
 
 
-class PathwaysJobConflict(Exception):
-    """A job of that name exists and belongs to someone else."""
-
-
 @dataclass(frozen=True)
 class StatusOptions:
     """How to read a job's status: its kind and the names inside its JobSet."""

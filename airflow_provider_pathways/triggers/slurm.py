@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -75,30 +75,23 @@ async def check_pathways_service(
         service_job_key=service_job_key,
     )
     array_id = worker_array_job_id or worker_array_id(readiness.values, worker_array_key)
-    if readiness.ready and min_slices:
-        if array_id is None:
-            readiness = Readiness(
-                False,
-                f"cannot count slices: no worker_array_job_id given and no {worker_array_key} in cluster.env",
-                values=readiness.values,
-            )
-        else:
-            running = count_running(await hook.a_get_array_tasks(array_id))
-            readiness = Readiness(
-                running >= min_slices,
-                f"{running} slices running, need {min_slices}",
-                proxy_address=readiness.proxy_address,
-                values=readiness.values,
-                running_slices=running,
-                worker_array_job_id=array_id,
-            )
-    elif readiness.ready:
-        readiness = Readiness(
-            True,
-            readiness.reason,
-            proxy_address=readiness.proxy_address,
-            values=readiness.values,
-            worker_array_job_id=array_id,
+    if not readiness.ready:
+        return ServiceCheck(job, readiness)
+    readiness = replace(readiness, worker_array_job_id=array_id)
+    if min_slices and array_id is None:
+        readiness = replace(
+            readiness,
+            ready=False,
+            reason="cannot count slices: no worker_array_job_id given and no "
+            f"{worker_array_key} in cluster.env",
+        )
+    elif min_slices and array_id is not None:
+        running = count_running(await hook.a_get_array_tasks(array_id))
+        readiness = replace(
+            readiness,
+            ready=running >= min_slices,
+            reason=f"{running} slices running, need {min_slices}",
+            running_slices=running,
         )
     return ServiceCheck(job, readiness)
 

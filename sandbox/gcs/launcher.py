@@ -35,6 +35,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from sandbox.processes import forget_state, pid_alive, read_state, stop_process
+
 STATE_FILE = "gcs.json"
 LOG_FILE = "gcs-emulator.log"
 FAKE_GCS = "fake-gcs-server"
@@ -77,7 +79,7 @@ class GcsEmulator:
     def alive(self) -> bool:
         if self.process is not None:
             return self.process.poll() is None
-        return _pid_alive(self.pid)
+        return pid_alive(self.pid)
 
     def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
         """A JSON request to the emulator; returns the decoded answer (None when empty)."""
@@ -181,24 +183,8 @@ class GcsEmulator:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the emulator (SIGTERM, then SIGKILL after ``timeout``) and forget its state file."""
-        if self.process is not None:
-            if self.process.poll() is None:
-                self.process.terminate()
-                try:
-                    self.process.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    self.process.kill()
-                    self.process.wait(timeout)
-        elif _pid_alive(self.pid):
-            os.kill(self.pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while _pid_alive(self.pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if _pid_alive(self.pid):
-                os.kill(self.pid, signal.SIGKILL)
-        info = _read_info(self.state_dir)
-        if info and info.get("pid") == self.pid:
-            (self.state_dir / STATE_FILE).unlink(missing_ok=True)
+        stop_process(self.process, self.pid, timeout)
+        forget_state(self.state_dir / STATE_FILE, self.pid)
 
     def __enter__(self) -> GcsEmulator:
         return self
@@ -208,26 +194,8 @@ class GcsEmulator:
             self.stop()
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
-            return False
-    return True
-
-
 def _read_info(state_dir: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((state_dir / STATE_FILE).read_text())
-    except (FileNotFoundError, ValueError):
-        return None
+    return read_state(state_dir / STATE_FILE)
 
 
 def _healthy(url: str) -> bool:
@@ -278,7 +246,7 @@ def connect_gcs_emulator(state_dir: Path, flavour: str | None = None) -> GcsEmul
     """The emulator already running from ``state_dir`` (and answering), or None."""
     state_dir = Path(state_dir).resolve()
     info = _read_info(state_dir)
-    if not info or not _pid_alive(int(info.get("pid", 0))):
+    if not info or not pid_alive(int(info.get("pid", 0))):
         return None
     if flavour and info.get("flavour") != flavour:
         return None

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sandbox.processes import forget_state, pid_alive, read_state, stop_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKEN_ENV = "SANDBOX_KUBE_TOKEN"
@@ -89,29 +90,12 @@ class KubeStandin:
     def alive(self) -> bool:
         if self.process is not None:
             return self.process.poll() is None
-        return _pid_alive(self.pid)
+        return pid_alive(self.pid)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the stand-in (SIGTERM, then SIGKILL after ``timeout``)."""
-        if self.process is not None:
-            if self.process.poll() is None:
-                self.process.terminate()
-                try:
-                    self.process.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    self.process.kill()
-                    self.process.wait(timeout)
-        elif _pid_alive(self.pid):
-            os.kill(self.pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while _pid_alive(self.pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if _pid_alive(self.pid):
-                os.kill(self.pid, signal.SIGKILL)
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            info = json.loads((self.state_dir / KUBE_JSON).read_text())
-            if info.get("pid") == self.pid:
-                (self.state_dir / KUBE_JSON).unlink()
+        stop_process(self.process, self.pid, timeout)
+        forget_state(self.state_dir / KUBE_JSON, self.pid)
 
     def __enter__(self) -> KubeStandin:
         return self
@@ -120,24 +104,8 @@ class KubeStandin:
         self.stop()
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(FileNotFoundError, OSError):
-        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
-            return False
-    return True
-
-
 def _read_info(state_dir: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((state_dir / KUBE_JSON).read_text())
-    except (FileNotFoundError, ValueError):
-        return None
+    return read_state(state_dir / KUBE_JSON)
 
 
 def _from_info(state_dir: Path, info: dict[str, Any], process: subprocess.Popen[bytes] | None) -> KubeStandin:
@@ -216,7 +184,7 @@ def connect_kube_standin(state_dir: Path) -> KubeStandin | None:
     """The stand-in already running from ``state_dir``, or None if there is none (or it is dead)."""
     state_dir = Path(state_dir).resolve()
     info = _read_info(state_dir)
-    if not info or not _pid_alive(int(info.get("pid", 0))):
+    if not info or not pid_alive(int(info.get("pid", 0))):
         return None
     standin = _from_info(state_dir, info, None)
     try:
