@@ -9,10 +9,13 @@ import sys
 
 from airflow_provider_pathways.provider_info import get_provider_info
 
-HEAVY = ("kubernetes", "kubernetes_asyncio", "google.cloud", "paramiko", "asyncssh")
+HEAVY = ("kubernetes", "kubernetes_asyncio", "google.cloud", "google.auth", "paramiko", "asyncssh", "aiohttp")
 PARSE_TIME_MODULES = (
     "airflow_provider_pathways.operators.pathways_job",
+    "airflow_provider_pathways.operators.slurm",
+    "airflow_provider_pathways.operators.gcs",
     "airflow_provider_pathways.sensors.pathways_job",
+    "airflow_provider_pathways.sensors.slurm",
 )
 
 
