@@ -14,12 +14,24 @@ class FailureClass(str, Enum):
     USER_PROGRAM_FAILED = "user_program_failed"
     PREEMPTED = "preempted"
     MAX_RESTARTS_REACHED = "max_restarts_reached"
+    INFRASTRUCTURE = "infrastructure"
     UNKNOWN = "unknown"
 
     @property
     def retryable(self) -> bool:
-        """Preemption is worth a retry; a rejected spec or a failing program is not."""
-        return self is FailureClass.PREEMPTED
+        """Preemption and infrastructure failures are worth a retry; a rejected spec or a failing
+        program is not."""
+        return self in (FailureClass.PREEMPTED, FailureClass.INFRASTRUCTURE)
+
+    @property
+    def replaceable(self) -> bool:
+        """A job that ended this way is replaced by a fresh one when a retry finds it."""
+        return self.retryable
+
+    @property
+    def final(self) -> bool:
+        """A failure no retry can mend: the program failed or the spec was refused."""
+        return self in (FailureClass.USER_PROGRAM_FAILED, FailureClass.SPEC_REJECTED)
 
 
 class PathwaysJobFailed(AirflowException):
@@ -59,6 +71,13 @@ class PathwaysPreempted(PathwaysJobFailed):
     failure_class = FailureClass.PREEMPTED
 
 
+class PathwaysInfrastructureFailure(PathwaysJobFailed):
+    """The cluster failed the job before or around the program: a launch failure, a node failure,
+    a job the controller could not create, or a job the cluster no longer knows."""
+
+    failure_class = FailureClass.INFRASTRUCTURE
+
+
 class PathwaysMaxRestartsReached(PathwaysJobFailed):
     """The job used up its restarts for a reason that could not be classified further."""
 
@@ -70,4 +89,5 @@ _EXCEPTION_BY_CLASS: dict[FailureClass, type[PathwaysJobFailed]] = {
     FailureClass.USER_PROGRAM_FAILED: PathwaysUserProgramFailed,
     FailureClass.PREEMPTED: PathwaysPreempted,
     FailureClass.MAX_RESTARTS_REACHED: PathwaysMaxRestartsReached,
+    FailureClass.INFRASTRUCTURE: PathwaysInfrastructureFailure,
 }
