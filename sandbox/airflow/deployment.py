@@ -1,0 +1,452 @@
+"""A real Airflow deployment on one machine: PostgreSQL, api-server, scheduler (LocalExecutor),
+dag-processor and several triggerers, each its own process with its own log file.
+
+``AirflowDeployment(base_dir, dag_files, connections).start()`` writes ``AIRFLOW_HOME/airflow.cfg``,
+copies the DAG files into ``AIRFLOW_HOME/dags``, starts PostgreSQL, runs ``airflow db migrate``, then
+starts the components and waits (with deadlines) until the API answers, the scheduler, the
+dag-processor and every triggerer have heartbeated. ``stop()`` ends every process it started (and
+their children: executor workers, task and trigger-runner processes) and stops PostgreSQL, also
+after a failed start. Intervals are short so that lost heartbeats are noticed within seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+
+from sandbox.airflow.api import AirflowApi, AirflowApiError
+from sandbox.airflow.postgres import Postgres, free_port, start_postgres
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ADMIN_USER = "admin"
+
+
+class AirflowDeploymentError(RuntimeError):
+    """A component did not start or did not become healthy in time."""
+
+
+@dataclass
+class Timings:
+    """Intervals of the deployment, in seconds."""
+
+    task_heartbeat_timeout: int = 15
+    task_heartbeat_detection: float = 2.0
+    worker_heartbeat: int = 2
+    scheduler_heartbeat: int = 2
+    triggerer_heartbeat: int = 1
+    triggerer_health_threshold: int = 10
+    dag_refresh: int = 5
+    min_file_process: int = 120
+
+
+@dataclass
+class Component:
+    """One Airflow process (``airflow <command>``) with its log file."""
+
+    name: str
+    args: list[str]
+    log_path: Path
+    env: dict[str, str]
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    _log: IO[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self) -> None:
+        if self.alive():
+            raise AirflowDeploymentError(f"{self.name} is already running (pid {self.pid})")
+        self.close_log()
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - kept open while the process runs
+        self._log.write(f"\n===== start {self.starts + 1} of {self.name}: {' '.join(self.args)}\n".encode())
+        self._log.flush()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "airflow", *self.args],
+            cwd=self.log_path.parent,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.starts += 1
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def descendants(self) -> list[psutil.Process]:
+        if not self.alive() or self.pid is None:
+            return []
+        with contextlib.suppress(psutil.Error):
+            return psutil.Process(self.pid).children(recursive=True)
+        return []
+
+    def kill(self) -> None:
+        """SIGKILL the process and everything it started, at once (a machine that dies)."""
+        if self.process is None:
+            return
+        victims = self.descendants()
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        _kill_all(victims)
+        self.process.wait(30)
+
+    def terminate(self, timeout: float) -> None:
+        """SIGTERM, then SIGKILL after ``timeout``; children too."""
+        if self.process is None:
+            return
+        victims = self.descendants()
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(30)
+        _kill_all(victims)
+        self.close_log()
+
+    def close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def log_tail(self, lines: int = 40) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+
+def _kill_all(processes: Iterable[psutil.Process]) -> None:
+    for proc in processes:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(list(processes), timeout=10)
+
+
+def _ini(sections: Mapping[str, Mapping[str, Any]]) -> str:
+    out: list[str] = []
+    for section, options in sections.items():
+        out.append(f"[{section}]")
+        out.extend(f"{key} = {value}" for key, value in options.items())
+        out.append("")
+    return "\n".join(out)
+
+
+class AirflowDeployment:
+    """PostgreSQL plus api-server, scheduler, dag-processor and ``triggerers`` triggerer processes."""
+
+    def __init__(
+        self,
+        base_dir: Path,
+        dag_files: Iterable[Path],
+        *,
+        connections: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        parallelism: int = 8,
+        triggerers: int = 2,
+        api_workers: int = 2,
+        timings: Timings | None = None,
+    ) -> None:
+        self.base_dir = Path(base_dir).resolve()
+        self.home = self.base_dir / "airflow-home"
+        self.dags_folder = self.home / "dags"
+        self.logs_dir = self.base_dir / "process-logs"
+        self.dag_files = [Path(p) for p in dag_files]
+        self.connections = dict(connections or {})
+        self.extra_env = dict(env or {})
+        self.parallelism = parallelism
+        self.triggerer_count = triggerers
+        self.api_workers = api_workers
+        self.timings = timings or Timings()
+        self.api_port = free_port()
+        self.password = secrets.token_urlsafe(12)
+        self.postgres: Postgres | None = None
+        self.components: dict[str, Component] = {}
+        self.triggerer_job_ids: dict[int, int] = {}
+        self._api: AirflowApi | None = None
+
+    # ---- configuration ------------------------------------------------------------------------
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def api(self) -> AirflowApi:
+        if self._api is None:
+            self._api = AirflowApi(self.api_url, ADMIN_USER, self.password)
+        return self._api
+
+    def config(self) -> dict[str, dict[str, Any]]:
+        """The contents of ``airflow.cfg``."""
+        assert self.postgres is not None
+        t = self.timings
+        return {
+            "core": {
+                "dags_folder": self.dags_folder,
+                "executor": "LocalExecutor",
+                "parallelism": self.parallelism,
+                "max_active_tasks_per_dag": 64,
+                "max_active_runs_per_dag": 4,
+                "load_examples": "False",
+                "dags_are_paused_at_creation": "True",
+                "execution_api_server_url": f"{self.api_url}/execution/",
+                "simple_auth_manager_users": f"{ADMIN_USER}:admin",
+                "simple_auth_manager_passwords_file": self.home / "simple_auth_manager_passwords.json",
+                "min_serialized_dag_update_interval": 5,
+                "unit_test_mode": "False",
+            },
+            "database": {
+                "sql_alchemy_conn": self.postgres.url("psycopg"),
+                "sql_alchemy_conn_async": self.postgres.url("psycopg"),
+                "sql_alchemy_pool_size": 5,
+                "sql_alchemy_max_overflow": 20,
+            },
+            "api": {
+                "host": "127.0.0.1",
+                "port": self.api_port,
+                "base_url": self.api_url,
+                "workers": self.api_workers,
+                "secret_key": secrets.token_urlsafe(24),
+            },
+            "api_auth": {"jwt_secret": secrets.token_urlsafe(32)},
+            "scheduler": {
+                "task_instance_heartbeat_timeout": t.task_heartbeat_timeout,
+                "task_instance_heartbeat_timeout_detection_interval": t.task_heartbeat_detection,
+                "job_heartbeat_sec": t.scheduler_heartbeat,
+                "scheduler_heartbeat_sec": t.scheduler_heartbeat,
+                "scheduler_idle_sleep_time": 0.5,
+                "scheduler_health_check_threshold": 30,
+                "trigger_timeout_check_interval": 5,
+            },
+            "triggerer": {
+                "job_heartbeat_sec": t.triggerer_heartbeat,
+                "triggerer_health_check_threshold": t.triggerer_health_threshold,
+            },
+            "workers": {"min_heartbeat_interval": t.worker_heartbeat},
+            "dag_processor": {
+                "refresh_interval": t.dag_refresh,
+                "min_file_process_interval": t.min_file_process,
+                "print_stats_interval": 600,
+            },
+            "logging": {
+                "base_log_folder": self.home / "logs",
+                "dag_processor_child_process_log_directory": self.home / "logs" / "dag_processor",
+                "worker_log_server_port": free_port(),
+                "trigger_log_server_port": free_port(),
+                "logging_level": "INFO",
+            },
+            "operators": {"default_deferrable": "False"},
+        }
+
+    def environment(self) -> dict[str, str]:
+        """Environment of every Airflow process: none of the caller's ``AIRFLOW*`` settings leak in."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PATHWAYS_TEST_"))}
+        env.update(self.extra_env)
+        env["AIRFLOW_HOME"] = str(self.home)
+        env["AIRFLOW_CONFIG"] = str(self.home / "airflow.cfg")
+        env["PYTHONUNBUFFERED"] = "1"
+        for conn_id, value in self.connections.items():
+            env[f"AIRFLOW_CONN_{conn_id.upper()}"] = value
+        return env
+
+    def _prepare_home(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.dags_folder.mkdir(exist_ok=True)
+        for path in self.dag_files:
+            shutil.copy2(path, self.dags_folder / path.name)
+        (self.home / "airflow.cfg").write_text(_ini(self.config()))
+        passwords = self.home / "simple_auth_manager_passwords.json"
+        passwords.write_text(json.dumps({ADMIN_USER: self.password}))
+        passwords.chmod(0o600)
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 240.0) -> AirflowDeployment:
+        """Start everything and wait until it is healthy; on failure stop what started, then raise."""
+        try:
+            self._start(time.monotonic() + timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, deadline: float) -> None:
+        self.postgres = start_postgres()
+        self._prepare_home()
+        migrate = subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            env=self.environment(),
+            capture_output=True,
+            text=True,
+            timeout=max(deadline - time.monotonic(), 30),
+            check=False,
+        )
+        (self.logs_dir / "db-migrate.log").write_text(migrate.stdout + migrate.stderr)
+        if migrate.returncode != 0:
+            output = migrate.stdout[-3000:] + migrate.stderr[-3000:]
+            raise AirflowDeploymentError(f"airflow db migrate failed ({migrate.returncode}):\n{output}")
+        env = self.environment()
+        self._add("api-server", ["api-server", "--port", str(self.api_port), "--host", "127.0.0.1"], env)
+        self._add("scheduler", ["scheduler"], env)
+        self._add("dag-processor", ["dag-processor"], env)
+        for component in self.components.values():
+            component.start()
+        self._wait(deadline, "the API server", self._api_up)
+        self._wait(deadline, "the scheduler and dag-processor heartbeats", self._core_healthy)
+        for n in range(1, self.triggerer_count + 1):
+            self.start_triggerer(n, deadline=deadline)
+
+    def _add(self, name: str, args: list[str], env: dict[str, str]) -> Component:
+        component = Component(name, args, self.logs_dir / f"{name}.log", env)
+        self.components[name] = component
+        return component
+
+    def triggerer(self, n: int) -> Component:
+        return self.components[f"triggerer-{n}"]
+
+    def start_triggerer(self, n: int, *, deadline: float | None = None) -> int:
+        """Start (or restart) triggerer ``n``; returns its job id once it heartbeats."""
+        name = f"triggerer-{n}"
+        component = self.components.get(name)
+        if component is None:
+            env = dict(self.environment())
+            env["AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT"] = str(free_port())
+            component = self._add(name, ["triggerer"], env)
+        known = set(self._alive_triggerer_ids())
+        component.start()
+        end = deadline if deadline is not None else time.monotonic() + 90
+
+        def new_job() -> int | None:
+            if not component.alive():
+                code = component.process.returncode if component.process else None
+                raise AirflowDeploymentError(f"{name} exited ({code}):\n{component.log_tail()}")
+            fresh = [j for j in self._alive_triggerer_ids() if j not in known]
+            return fresh[0] if fresh else None
+
+        job_id = self._wait(end, f"{name} to heartbeat", new_job)
+        self.triggerer_job_ids[n] = job_id
+        return job_id
+
+    def kill_triggerer(self, n: int) -> int:
+        """SIGKILL triggerer ``n`` and its trigger runner; returns the job id it had."""
+        self.triggerer(n).kill()
+        return self.triggerer_job_ids[n]
+
+    def triggerer_number(self, job_id: int) -> int | None:
+        """Which triggerer (1, 2, ...) runs as job ``job_id``."""
+        return next((n for n, j in self.triggerer_job_ids.items() if j == job_id), None)
+
+    def stop(self) -> None:
+        """End every process (children included) and stop PostgreSQL; safe to call twice."""
+        errors: list[str] = []
+        order = [n for n in self.components if n.startswith("triggerer")] + [
+            "dag-processor",
+            "scheduler",
+            "api-server",
+        ]
+        for name in order:
+            component = self.components.get(name)
+            if component is None:
+                continue
+            try:
+                component.terminate(timeout=15)
+            except Exception as err:
+                errors.append(f"{name}: {err!r}")
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+        if self.postgres is not None:
+            try:
+                self.postgres.stop()
+            except Exception as err:
+                errors.append(f"postgres: {err!r}")
+        if errors:
+            raise AirflowDeploymentError("stopping the deployment: " + "; ".join(errors))
+
+    # ---- health ------------------------------------------------------------------------------
+
+    def _wait(self, deadline: float, what: str, probe: Any, interval: float = 0.25) -> Any:
+        last: Any = None
+        while True:
+            for component in self.components.values():
+                if component.name.startswith("triggerer") or component.process is None:
+                    continue
+                if not component.alive():
+                    raise AirflowDeploymentError(
+                        f"{component.name} exited ({component.process.returncode}) while waiting for "
+                        f"{what}:\n{component.log_tail()}"
+                    )
+            try:
+                last = probe()
+            except (AirflowApiError, OSError) as err:
+                last = err
+            else:
+                if last:
+                    return last
+            if time.monotonic() > deadline:
+                raise AirflowDeploymentError(f"timed out waiting for {what} (last: {last!r})\n{self.tails()}")
+            time.sleep(interval)
+
+    def _api_up(self) -> bool:
+        import httpx
+
+        try:
+            resp = httpx.get(f"{self.api_url}/api/v2/monitor/health", timeout=5)
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200
+
+    def health(self) -> dict[str, Any]:
+        return self.api.get("monitor/health")
+
+    def _core_healthy(self) -> bool:
+        health = self.health()
+        return all(
+            (health.get(part) or {}).get("status") == "healthy"
+            for part in ("metadatabase", "scheduler", "dag_processor")
+        )
+
+    def _alive_triggerer_ids(self) -> list[int]:
+        jobs = self.api.get("jobs", job_type="TriggererJob", is_alive=True, limit=100)["jobs"]
+        return [int(j["id"]) for j in jobs]
+
+    def tails(self, lines: int = 30) -> str:
+        """The last lines of every component's log (and PostgreSQL's)."""
+        parts = [f"----- {c.name} ({c.log_path})\n{c.log_tail(lines)}" for c in self.components.values()]
+        if self.postgres is not None:
+            parts.append(f"----- postgres\n{self.postgres.log_tail(1500)}")
+        return "\n".join(parts)
+
+    def __enter__(self) -> AirflowDeployment:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def stop_signal_handlers() -> None:
+    """Turn SIGTERM into KeyboardInterrupt so that fixtures' ``finally`` blocks run."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
