@@ -1,4 +1,11 @@
-"""Deterministic job names and Kubernetes-safe labels derived from the Airflow task."""
+"""Deterministic job names and Kubernetes-safe labels derived from the Airflow task.
+
+The name rule comes from JobSet: its controller writes ``<name>-pathways-head-0-0.<subdomain>`` into
+the label ``jobset.sigs.k8s.io/coordinator`` of every Job and pod (``CoordinatorEndpoint`` in
+``jobset_controller.go``; the subdomain defaults to the JobSet's name), and a label value is at most
+63 characters. JobSet >= v0.11 checks this at admission (``validateCoordinatorLabelValue`` in
+``jobset_webhook.go``), so a Pathways job name has at most (63 - 19) / 2 = 22 characters.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +14,41 @@ import re
 
 LABEL_PREFIX = "airflow.apache.org"
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-# Leaves room for "-pathways-head-0-0" and "-worker-<i>-<j>" plus a pod suffix within 63 characters.
-DEFAULT_NAME_MAX_LENGTH = 30
+#: Longest label value (and DNS label) Kubernetes accepts.
+MAX_LABEL_VALUE = 63
+HEAD_REPLICATED_JOB = "pathways-head"
+COORDINATOR_LABEL = "jobset.sigs.k8s.io/coordinator"
+_DIGEST_LENGTH = 8
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def coordinator_label_value(name: str, head_replicated_job: str = HEAD_REPLICATED_JOB) -> str:
+    """What JobSet writes into ``jobset.sigs.k8s.io/coordinator``: ``<name>-<head>-0-0.<name>``."""
+    return f"{name}-{head_replicated_job}-0-0.{name}"
+
+
+def max_job_name_length(head_replicated_job: str = HEAD_REPLICATED_JOB) -> int:
+    """Longest name whose coordinator label value fits in 63 characters (22 for ``pathways-head``)."""
+    return (MAX_LABEL_VALUE - len(f"-{head_replicated_job}-0-0.")) // 2
+
+
+#: Longest Pathways job name a current JobSet accepts.
+MAX_JOB_NAME_LENGTH = max_job_name_length()
+DEFAULT_NAME_MAX_LENGTH = MAX_JOB_NAME_LENGTH
 
 
 def _digest(*parts: object, length: int = 8) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:length]
+
+
+def _base36_digest(*parts: object, length: int = _DIGEST_LENGTH) -> str:
+    """``length`` base-36 characters of a SHA-256 (8 characters carry 41 bits)."""
+    number = int.from_bytes(hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest(), "big")
+    chars = []
+    for _ in range(length):
+        number, rest = divmod(number, 36)
+        chars.append(_BASE36[rest])
+    return "".join(chars)
 
 
 def default_job_name(
@@ -21,20 +57,24 @@ def default_job_name(
     """
     Name that is the same for every try of one task instance and different across instances.
 
-    ``<task-slug>-<hash of dag/task/run/map index>``, DNS-1123, starting with a letter.
+    ``<task-slug>-<8 base-36 characters of a hash of dag, task, run and map index>``: a DNS-1035
+    label of at most ``max_length`` (22) characters, so JobSet accepts it.
     """
-    digest = _digest(dag_id, task_id, run_id, map_index)
+    if max_length < _DIGEST_LENGTH + 2:
+        raise ValueError(f"max_length: {max_length} leaves no room for the {_DIGEST_LENGTH}-character hash")
+    digest = _base36_digest(dag_id, task_id, run_id, map_index)
+    room = max_length - len(digest) - 1
     slug = re.sub(r"[^a-z0-9]+", "-", task_id.lower()).strip("-")
-    slug = slug[: max_length - len(digest) - 1].rstrip("-")
+    slug = slug[:room].rstrip("-")
     if not slug or not slug[0].isalpha():
-        slug = ("pw-" + slug)[: max_length - len(digest) - 1].rstrip("-")
+        slug = ("pw-" + slug)[:room].rstrip("-")
     return f"{slug}-{digest}"
 
 
 def safe_label_value(value: object) -> str:
     """A valid label value for ``value``: unchanged if already valid, else sanitized with a hash."""
     text = str(value)
-    if len(text) <= 63 and _LABEL_VALUE.match(text):
+    if len(text) <= MAX_LABEL_VALUE and _LABEL_VALUE.match(text):
         return text
     cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("-_.")[:54].strip("-_.")
     return f"{cleaned}-{_digest(text)}" if cleaned else _digest(text)

@@ -169,13 +169,29 @@ class _Renderer:
         pod.setdefault("restartPolicy", "Never")
         return metadata, pod
 
+    def tpu_node_selector(self) -> dict[str, str]:
+        """The workers' node selector plus TPU accelerator and topology (``makeTPUNodeSelector``)."""
+        workers = self.spec.workers
+        return {
+            **(workers.node_selector or {}),
+            "cloud.google.com/gke-tpu-accelerator": self.spec.gke_accelerator,
+            "cloud.google.com/gke-tpu-topology": workers.topology,
+        }
+
+    @property
+    def colocated(self) -> bool:
+        return self.controller.deployment_mode == "colocate_head_with_workers"
+
     def head_job(self) -> dict[str, Any]:
         metadata, pod = self.head_pod()
         job_metadata: dict[str, Any] = {}
-        if self.controller.deployment_mode == "colocate_head_with_workers":
-            pod["affinity"] = {**pod.get("affinity", {}), **self.colocation_affinity()}
+        if self.colocated:
+            # As the controller does: the head goes on the TPU node pool by node selector; the
+            # workers carry the affinity that pulls them next to it. The toleration lets the head,
+            # which requests no TPU chips, onto TPU nodes that GKE taints.
+            pod["nodeSelector"] = self.tpu_node_selector()
             pod["tolerations"] = [
-                *pod.get("tolerations", []),
+                *(pod.get("tolerations") or []),
                 {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"},
             ]
         else:
@@ -199,7 +215,7 @@ class _Renderer:
         }
 
     def colocation_affinity(self) -> dict[str, Any]:
-        """Place the head in a worker's node pool but not beside another job's pods."""
+        """Workers share a node pool with this job's pods, no other job's (``MakePodAffinityRules``)."""
         name = self.spec.name
         return {
             "podAffinity": {
@@ -240,11 +256,7 @@ class _Renderer:
         slice_restarts = 1 if workers.max_slice_restarts is None else workers.max_slice_restarts
         if self.elastic > 0 and isinstance(slice_restarts, int) and slice_restarts > 0:
             restarts_per_vm = slice_restarts
-        node_selector = {
-            "cloud.google.com/gke-tpu-accelerator": spec.gke_accelerator,
-            "cloud.google.com/gke-tpu-topology": workers.topology,
-            **(workers.node_selector or {}),
-        }
+        node_selector = self.tpu_node_selector()
         container = {
             "name": WORKER_CONTAINER,
             "image": self.image("worker", SERVER_IMAGE),
@@ -283,6 +295,8 @@ class _Renderer:
         if workers.priority_class_name is not None:
             pod["priorityClassName"] = workers.priority_class_name
         pod["nodeSelector"] = node_selector
+        if self.colocated:
+            pod["affinity"] = self.colocation_affinity()
         sidecar = spec.component("colocated_python_sidecar")
         if sidecar is not None and sidecar.image:
             pod["initContainers"] = [

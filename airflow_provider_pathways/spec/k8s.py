@@ -6,6 +6,7 @@ import ipaddress
 import re
 
 __all__ = [
+    "MAX_ANNOTATIONS_BYTES",
     "MAX_NAME",
     "bucket_name_error",
     "dns1035_label_error",
@@ -20,6 +21,8 @@ __all__ = [
 
 #: Kubernetes limit for a DNS label (hostnames, label values, service names).
 MAX_NAME = 63
+#: Kubernetes limit for all annotation keys and values of one object together (TotalAnnotationSizeLimitB).
+MAX_ANNOTATIONS_BYTES = 256 * 1024
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

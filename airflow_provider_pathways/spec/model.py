@@ -1,14 +1,17 @@
 """Typed model of a PathwaysJob (``pathways-job.pathways.domain/v1``): load, render and derived values.
 
 Parsing and validation are separate: ``from_dict``/``from_yaml`` reject only what the model cannot hold
-(unknown fields, a ``workers`` list without exactly one entry, another kind); ``validate()`` checks values.
-Unset optional fields are ``None`` and are left out when rendering, so a loaded manifest renders back equal.
+(unknown fields, a missing ``workers`` or ``controller``, a ``workers`` list without exactly one entry,
+another kind); ``validate(kind=...)`` checks values: the CRD's schema first, then the rules of the kind
+of job that is submitted. Unset optional fields are ``None`` and are left out when rendering, so a
+loaded manifest renders back equal.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -16,7 +19,7 @@ from typing import Any, ClassVar, TypeVar
 import yaml
 
 from airflow_provider_pathways import tpu
-from airflow_provider_pathways.spec import validation
+from airflow_provider_pathways.spec import validation, yaml_io
 from airflow_provider_pathways.spec.constants import (
     API_VERSION,
     HEAD_REPLICATED_JOB,
@@ -302,16 +305,20 @@ class PathwaysJobSpec:
         priority_class_name: str | None = None,
         node_selector: dict[str, str] | None = None,
         custom_components: Sequence[CustomComponent] | None = None,
+        kind: str | None = None,
     ) -> PathwaysJobSpec:
-        """Build a spec from a TPU device type such as ``v6e-16`` (machine type and topology from the table).
+        """Build a spec from a TPU device type such as ``v6e-16`` (machine type, topology: GKE's table).
 
         ``main_container_name`` defaults to the only container of ``template``, else ``main``.
-        Raises PathwaysSpecError if the device type is unknown or its machine type is not one a
-        PathwaysJob accepts. Call ``validate()`` to check the rest.
+        Raises PathwaysSpecError if the device type is unknown, or, with ``kind="PathwaysJob"``, if the
+        PathwaysJob controller does not accept its machine type and topology (``v4-384`` is ``4x4x12``,
+        which only a plain JobSet can run). Call ``validate(kind=...)`` to check the rest.
         """
         row = tpu.lookup_tpu_type(tpu_type)
-        if row is None or not row.pathways_supported:
-            raise PathwaysSpecError([validation.device_type_problem(tpu_type, row)])
+        if row is None or (kind == tpu.PATHWAYSJOB_KIND and not row.pathways_supported):
+            raise PathwaysSpecError(
+                [validation.device_type_problem(tpu_type, row, kind or tpu.PATHWAYSJOB_KIND)]
+            )
         if main_container_name is None:
             names = [
                 c.get("name") for c in ControllerSpec(template=template).containers if isinstance(c, Mapping)
@@ -392,16 +399,14 @@ class PathwaysJobSpec:
 
     @classmethod
     def from_yaml(
-        cls, text: str, *, name: str | None = None, namespace: str | None = None
+        cls, text: str | bytes, *, name: str | None = None, namespace: str | None = None
     ) -> PathwaysJobSpec:
-        """Load exactly one YAML document (``yaml.safe_load``) with ``from_dict``."""
-        try:
-            documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-        except yaml.YAMLError as exc:
-            reason = " ".join(str(exc).split())
-            raise PathwaysSpecError(
-                [SpecProblem("<yaml>", f"is not valid YAML ({reason})", "fix the YAML syntax")]
-            ) from exc
+        """Load exactly one YAML document with ``from_dict``.
+
+        Safe loading only; duplicate keys, non-text input and documents that are too large or expand
+        too much through aliases raise PathwaysSpecError (see ``spec.yaml_io``).
+        """
+        documents = yaml_io.load_documents(text)
         if len(documents) != 1:
             raise PathwaysSpecError(
                 [
@@ -453,13 +458,16 @@ class PathwaysJobSpec:
 
     # ------------------------------------------------------------------ validation
 
-    def problems(self) -> list[SpecProblem]:
-        """Every problem that would make the job fail to submit or to run, in field order."""
-        return validation.spec_problems(self)
+    def problems(self, kind: str = tpu.PATHWAYSJOB_KIND) -> list[SpecProblem]:
+        """Every problem that would make a job of ``kind`` fail to submit or to run.
 
-    def validate(self) -> PathwaysJobSpec:
+        ``kind`` is ``PathwaysJob`` (the controller renders the JobSet) or ``JobSet`` (``to_jobset()``).
+        """
+        return validation.spec_problems(self, kind)
+
+    def validate(self, kind: str = tpu.PATHWAYSJOB_KIND) -> PathwaysJobSpec:
         """Raise one PathwaysSpecError listing every problem; return ``self`` when there is none."""
-        found = self.problems()
+        found = self.problems(kind)
         if found:
             raise PathwaysSpecError(found)
         return self
@@ -467,40 +475,36 @@ class PathwaysJobSpec:
     # ------------------------------------------------------------------ derived values
 
     @property
-    def machine_type_info(self) -> tpu.MachineType:
-        """Facts about ``workers.type`` (chips per VM, accelerator label, valid topologies)."""
-        machine = tpu.get_machine_type(self.workers.type)
-        if machine is None:
-            raise PathwaysSpecError(validation.machine_problems(self.workers))
-        return machine
+    def slice_shape(self) -> tpu.SliceShape:
+        """VMs, chips per VM, accelerator label and TPU version of one worker slice.
 
-    def _checked_topology(self) -> tuple[tpu.MachineType, str]:
-        found = validation.machine_problems(self.workers)
-        if found:
-            raise PathwaysSpecError(found)
-        return self.machine_type_info, self.workers.topology
+        From GKE's table, or the PathwaysJob controller's for a pair only it knows; for a machine type
+        newer than both, derived from its name (``-<N>t``: N chips per VM) and the worker node selector.
+        """
+        shape = tpu.slice_shape(self.workers.type, self.workers.topology)
+        if shape is not None:
+            return shape
+        return _guessed_shape(self.workers)
 
     @property
     def vms_per_slice(self) -> int:
-        """Worker pods (TPU VMs) per slice: chips in the topology / chips per VM (8 for ``-8t``, else 4)."""
-        machine, topology = self._checked_topology()
-        return machine.vms_per_slice(topology)
+        """Worker pods (TPU VMs) per slice: chips in the topology / chips per VM (at least 1)."""
+        return self.slice_shape.vms_per_slice
 
     @property
     def chips_per_vm(self) -> int:
         """TPU chips each worker pod requests (``google.com/tpu``)."""
-        return self.machine_type_info.chips_per_vm
+        return self.slice_shape.chips_per_vm
 
     @property
     def instance_type(self) -> str:
         """The resource manager's ``--instance_type``, e.g. ``tpuv6e:4x4``."""
-        machine, topology = self._checked_topology()
-        return machine.instance_type(topology)
+        return self.slice_shape.instance_type
 
     @property
     def gke_accelerator(self) -> str:
         """The ``cloud.google.com/gke-tpu-accelerator`` node label of the workers."""
-        return self.machine_type_info.gke_accelerator
+        return self.slice_shape.gke_accelerator
 
     @property
     def device_type(self) -> str | None:
@@ -526,7 +530,7 @@ class PathwaysJobSpec:
 
     @property
     def max_name_length(self) -> int:
-        """Longest name for which every derived name (pods, hostnames) stays within 63 characters."""
+        """Longest name JobSet accepts: 22 (its coordinator label), less only for huge pod names."""
         return validation.max_name_length(self)
 
     def component(self, component_type: str) -> CustomComponent | None:
@@ -535,6 +539,67 @@ class PathwaysJobSpec:
             if component.component_type == component_type:
                 return component
         return None
+
+
+_MACHINE_NAME = re.compile(r"^(?P<family>[a-z0-9]+)-[a-z0-9]+-(?P<chips>[1-9][0-9]?)t$")
+
+
+def _guessed_shape(workers: WorkerSpec) -> tpu.SliceShape:
+    """The slice shape of a machine type no table knows, from its name and the worker node selector."""
+    machine, topology = workers.type, workers.topology
+    field_path = "spec.workers[0].type"
+    known_topologies = tpu.topologies_for(machine, tpu.JOBSET_KIND) or tpu.topologies_for(
+        machine, tpu.PATHWAYSJOB_KIND
+    )
+    try:
+        chips = tpu.topology_chips(topology)
+    except ValueError:
+        chips = 0
+    if chips == 0 or known_topologies:
+        fix = (
+            f"use one of: {', '.join(known_topologies)}"
+            if known_topologies
+            else "use a shape such as '2x2x1'"
+        )
+        raise PathwaysSpecError(
+            [SpecProblem("spec.workers[0].topology", f"{topology!r} is not a slice of {machine!r}", fix)]
+        )
+    match = _MACHINE_NAME.match(machine) if isinstance(machine, str) else None
+    if match is None:
+        raise PathwaysSpecError(
+            [
+                SpecProblem(
+                    field_path,
+                    f"machine type {machine!r} is unknown and its name does not say its chips per VM",
+                    "use a TPU machine type such as 'ct6e-standard-4t' (<family>-<class>-<chips>t)",
+                )
+            ]
+        )
+    family, per_vm = match["family"], int(match["chips"])
+    known = [s for (m, _), s in tpu.gke_slices().items() if m.split("-")[0] == family]
+    selector = workers.node_selector if isinstance(workers.node_selector, Mapping) else {}
+    accelerator = selector.get("cloud.google.com/gke-tpu-accelerator") or (
+        known[0].gke_accelerator if known else None
+    )
+    if not accelerator or not known:
+        raise PathwaysSpecError(
+            [
+                SpecProblem(
+                    field_path,
+                    f"machine type {machine!r} is of a TPU family this provider does not know",
+                    "set node_selector={'cloud.google.com/gke-tpu-accelerator': ...} and a known family, "
+                    "or use a machine type from tpu.gke_machine_types()",
+                )
+            ]
+        )
+    return tpu.SliceShape(
+        machine_type=machine,
+        topology=topology,
+        vms_per_slice=chips // per_vm if chips >= per_vm else 1,
+        chips_per_vm=per_vm if chips >= per_vm else chips,
+        gke_accelerator=str(accelerator),
+        pathways_tpu_version=known[0].pathways_tpu_version,
+    )
 
 
 def _check_identity(data: Mapping[str, Any]) -> None:
@@ -591,10 +656,16 @@ def _parse_spec(spec: Mapping[str, Any], problems: list[SpecProblem]) -> dict[st
                 kwargs["workers"] = worker
 
     controller = spec.get("controller")
-    if (
-        controller is not None
-        and (mapping := _as_mapping(controller, "spec.controller", problems)) is not None
-    ):
+    if controller is None:
+        problems.append(
+            SpecProblem(
+                "spec.controller",
+                "is missing; the CRD requires it (without a template the job is headless and never finishes)",
+                "add controller: {deploymentMode: default, template: <pod template of the program>}, "
+                "or controller: {deploymentMode: default} for a headless job",
+            )
+        )
+    elif (mapping := _as_mapping(controller, "spec.controller", problems)) is not None:
         built = _build(
             ControllerSpec, mapping, _CONTROLLER_FIELDS, "spec.controller", problems, "the controller"
         )

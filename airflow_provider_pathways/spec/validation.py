@@ -1,11 +1,26 @@
-"""Checks run before a PathwaysJob is sent: each problem names its field path and how to fix it."""
+"""Checks run before a job is sent: each problem names its field path and how to fix it.
+
+Structural checks (the CRD's schema, ``spec/schema.py``) come first; the semantic checks below
+then skip fields that are already reported. Rules that depend on what is submitted take a
+``kind``: ``PathwaysJob`` (the controller renders the JobSet) or ``JobSet`` (rendered here).
+
+Where each rule comes from:
+
+- name <= 22 characters: JobSet writes ``<name>-pathways-head-0-0.<name>`` into the
+  ``jobset.sigs.k8s.io/coordinator`` label (jobset ``jobset_controller.go`` ``CoordinatorEndpoint``)
+  and rejects values over 63 characters (``jobset_webhook.go`` ``validateCoordinatorLabelValue``);
+- generated Job and pod names are DNS-1035 labels (``jobset_webhook.go`` ``ValidateCreate``);
+- replicas x parallelism <= MaxInt32 (``jobset_webhook.go``);
+- topologies of a PathwaysJob: ``ValidTpuTopologiesMap`` (pathways-job ``pathwaysjob_controller.go``);
+  of a JobSet: GKE's table (``tpu.gke_slices()``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_pathways import tpu
+from airflow_provider_pathways import naming, tpu
 from airflow_provider_pathways.spec import k8s
 from airflow_provider_pathways.spec.constants import (
     COMPONENT_TYPES,
@@ -25,6 +40,7 @@ if TYPE_CHECKING:
     from airflow_provider_pathways.spec.model import ControllerSpec, PathwaysJobSpec, WorkerSpec
 
 __all__ = [
+    "KINDS",
     "derivation_problems",
     "device_type_problem",
     "machine_problems",
@@ -33,6 +49,9 @@ __all__ = [
     "spec_problems",
 ]
 
+PATHWAYSJOB = tpu.PATHWAYSJOB_KIND
+JOBSET = tpu.JOBSET_KIND
+KINDS: tuple[str, ...] = (PATHWAYSJOB, JOBSET)
 _WORKERS = "spec.workers[0]"
 _CONTROLLER = "spec.controller"
 _TEMPLATE = "spec.controller.template"
@@ -41,14 +60,52 @@ _TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 _JOB_RESTART_POLICIES = ("Never", "OnFailure")
 
 
-def spec_problems(spec: PathwaysJobSpec) -> list[SpecProblem]:
-    """Every problem in ``spec``, metadata first, then workers, spec fields, controller, components."""
+def _check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"kind: {kind!r} must be 'PathwaysJob' or 'JobSet'")
+    return kind
+
+
+def spec_problems(spec: PathwaysJobSpec, kind: str = PATHWAYSJOB) -> list[SpecProblem]:
+    """Every problem in ``spec`` for a job of ``kind``: structural ones first, then semantic ones.
+
+    A semantic problem about a field that already has a structural problem replaces it (its
+    message is more specific); one about a field inside a structurally broken value is dropped.
+    """
+    from airflow_provider_pathways.spec.schema import structural_problems
+
+    _check_kind(kind)
+    structural = structural_problems(spec.to_pathwaysjob())
+    if kind == JOBSET:
+        # The CRD's machine-type enum binds the PathwaysJob controller only; GKE's table decides here.
+        structural = [p for p in structural if p.field != f"{_WORKERS}.type"]
+    semantic: list[SpecProblem] = []
+    _metadata_problems(spec, kind, semantic)
+    _worker_problems(spec.workers, kind, semantic)
+    _spec_field_problems(spec, semantic)
+    _controller_problems(spec.controller, spec.workers, semantic)
+    _component_problems(spec.custom_components, semantic)
+    _size_problems(spec, kind, semantic)
+    by_field: dict[str, list[SpecProblem]] = {}
+    for problem in semantic:
+        by_field.setdefault(problem.field, []).append(problem)
+    broken = {p.field for p in structural}
     out: list[SpecProblem] = []
-    _metadata_problems(spec, out)
-    _worker_problems(spec.workers, out)
-    _spec_field_problems(spec, out)
-    _controller_problems(spec.controller, spec.workers, out)
-    _component_problems(spec.custom_components, out)
+    used: set[str] = set()
+    for problem in structural:
+        if problem.field in by_field:
+            if problem.field not in used:
+                out.extend(by_field[problem.field])
+                used.add(problem.field)
+        else:
+            out.append(problem)
+
+    def under_broken(field: str) -> bool:
+        return any(field.startswith(b + ".") or field.startswith(b + "[") for b in broken)
+
+    out.extend(
+        p for p in semantic if p.field not in used and p.field not in broken and not under_broken(p.field)
+    )
     return out
 
 
@@ -114,6 +171,17 @@ def _string_map_problems(value: object, path: str, out: list[SpecProblem], *, la
                     "quote the value (annotation values are strings)",
                 )
             )
+    if not label_values and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        total = sum(len(k) + len(v) for k, v in value.items())
+        if total > k8s.MAX_ANNOTATIONS_BYTES:
+            out.append(
+                SpecProblem(
+                    path,
+                    f"keys and values add up to {total} bytes, more than the {k8s.MAX_ANNOTATIONS_BYTES} "
+                    "Kubernetes allows",
+                    "keep large data out of annotations (use a ConfigMap or the job's scratch location)",
+                )
+            )
 
 
 # ---------------------------------------------------------------------- metadata
@@ -128,27 +196,54 @@ def missing_name_problem() -> SpecProblem:
     )
 
 
-def max_name_length(spec: PathwaysJobSpec) -> int:
-    """Longest job name whose derived pod names (with the 6-character suffix) stay within 63 characters."""
-    return k8s.MAX_NAME - POD_NAME_SUFFIX - len(_longest_derived_suffix(spec))
+def _slices_and_vms(spec: PathwaysJobSpec) -> tuple[int, int]:
+    """numSlices and VMs per slice where they are usable, else 1."""
+    slices = spec.workers.num_slices
+    slices = slices if _is_int(slices) and 1 <= slices <= INT32_MAX else 1
+    shape = tpu.slice_shape(spec.workers.type, spec.workers.topology)
+    return slices, shape.vms_per_slice if shape is not None else 1
 
 
 def _longest_derived_suffix(spec: PathwaysJobSpec) -> str:
     """The longest of ``-pathways-head-0-0`` and ``-worker-<lastSlice>-<lastVm>`` for this spec."""
-    slices = (
-        spec.workers.num_slices if _is_int(spec.workers.num_slices) and spec.workers.num_slices >= 1 else 1
-    )
-    vms = 1
-    if not machine_problems(spec.workers):
-        machine = tpu.get_machine_type(spec.workers.type)
-        assert machine is not None
-        vms = machine.vms_per_slice(spec.workers.topology)
+    slices, vms = _slices_and_vms(spec)
     head = f"-{HEAD_REPLICATED_JOB}-0-0"
     worker = f"-{WORKER_REPLICATED_JOB}-{slices - 1}-{vms - 1}"
     return head if len(head) >= len(worker) else worker
 
 
-def _metadata_problems(spec: PathwaysJobSpec, out: list[SpecProblem]) -> None:
+def max_name_length(spec: PathwaysJobSpec) -> int:
+    """Longest job name JobSet accepts: 22 (the coordinator label), or less for huge pod names."""
+    by_pods = k8s.MAX_NAME - POD_NAME_SUFFIX - len(_longest_derived_suffix(spec))
+    return min(naming.MAX_JOB_NAME_LENGTH, by_pods)
+
+
+def _name_too_long(name: str, limit: int, spec: PathwaysJobSpec, kind: str) -> SpecProblem:
+    suggestion = name[:limit].rstrip("-")
+    coordinator = naming.coordinator_label_value(name)
+    if len(coordinator) > naming.MAX_LABEL_VALUE:
+        why = (
+            f"JobSet writes '<name>-pathways-head-0-0.<name>' ({len(coordinator)} characters here) into "
+            f"the label {naming.COORDINATOR_LABEL} of every Job and pod, and a label value has at most "
+            f"{naming.MAX_LABEL_VALUE} characters"
+        )
+        consequence = (
+            "JobSet >= v0.11 refuses the JobSet, and the PathwaysJob controller then fails in a retry loop"
+            if kind == PATHWAYSJOB
+            else "JobSet >= v0.11 refuses the JobSet at admission"
+        )
+    else:
+        derived = f"{name}{_longest_derived_suffix(spec)}-xxxxx"
+        why = f"the pod name {derived!r} would be {len(derived)} characters, more than {k8s.MAX_NAME}"
+        consequence = "JobSet refuses the JobSet at admission"
+    return SpecProblem(
+        "metadata.name",
+        f"{name!r} is {len(name)} characters, more than {limit}: {why} ({consequence})",
+        f"use a name of at most {limit} characters, such as {suggestion!r}",
+    )
+
+
+def _metadata_problems(spec: PathwaysJobSpec, kind: str, out: list[SpecProblem]) -> None:
     name = spec.name
     if name is None or name == "":
         out.append(missing_name_problem())
@@ -165,16 +260,7 @@ def _metadata_problems(spec: PathwaysJobSpec, out: list[SpecProblem]) -> None:
             )
         limit = max_name_length(spec)
         if len(name) > limit:
-            derived = f"{name}{_longest_derived_suffix(spec)}-xxxxx"
-            out.append(
-                SpecProblem(
-                    "metadata.name",
-                    f"{name!r} is {len(name)} characters, too long for the names derived from it: "
-                    f"the pod name {derived!r} would be {len(derived)} characters, more than {k8s.MAX_NAME}",
-                    f"use a name of at most {limit} characters, so that '<name>-pathways-head-0-0', "
-                    f"'<name>-worker-<slice>-<vm>' and their pods (plus a 6-character suffix) fit in 63",
-                )
-            )
+            out.append(_name_too_long(name, limit, spec, kind))
     if spec.namespace is not None:
         namespace = spec.namespace
         if not isinstance(namespace, str):
@@ -198,10 +284,11 @@ def _metadata_problems(spec: PathwaysJobSpec, out: list[SpecProblem]) -> None:
 # ---------------------------------------------------------------------- workers
 
 
-def _grouped_device_types(first: str = "") -> str:
+def _grouped_device_types(first: str = "", kind: str = PATHWAYSJOB) -> str:
     """Accepted device types by family, the family ``first`` leading; long families are shortened."""
     groups: dict[str, list[str]] = {}
-    for device_type in tpu.pathways_device_types():
+    names = tpu.pathways_device_types() if kind == PATHWAYSJOB else list(tpu.tpu_types())
+    for device_type in names:
         prefix, _, size = device_type.rpartition("-")
         groups.setdefault(prefix, []).append(size)
     parts = []
@@ -210,61 +297,85 @@ def _grouped_device_types(first: str = "") -> str:
         if len(names) > 10:
             names = [*names[:8], f"... {names[-1]} ({len(names)} types)"]
         parts.append(", ".join(names))
-    return "; ".join(parts) + " (all: airflow_provider_pathways.tpu.pathways_device_types())"
+    listing = "tpu.pathways_device_types()" if kind == PATHWAYSJOB else "tpu.tpu_types()"
+    return "; ".join(parts) + f" (all: airflow_provider_pathways.{listing})"
 
 
-def device_type_problem(device_type: object, row: tpu.TpuType | None) -> SpecProblem:
-    """The problem for a TPU device type that is unknown or whose machine type a PathwaysJob rejects."""
+def device_type_problem(device_type: object, row: tpu.TpuType | None, kind: str = PATHWAYSJOB) -> SpecProblem:
+    """The problem for a TPU device type that is unknown or that a job of ``kind`` cannot run."""
     family = str(device_type).strip().lower().rpartition("-")[0]
-    fix = f"use a device type a PathwaysJob accepts: {_grouped_device_types(family)}"
+    fix = f"use a device type a {kind} accepts: {_grouped_device_types(family, kind)}"
     if row is None:
         return SpecProblem(f"{_WORKERS}.type", f"unknown TPU device type {device_type!r}", fix)
     return SpecProblem(
         f"{_WORKERS}.type",
-        f"TPU device type {device_type!r} runs on machine type {row.gce_machine_type!r}, which a PathwaysJob "
-        f"does not accept (accepted: {', '.join(tpu.PATHWAYS_MACHINE_TYPES)})",
-        fix,
+        f"TPU device type {device_type!r} is machine type {row.gce_machine_type!r} with topology "
+        f"{row.topology!r}, which the PathwaysJob controller does not accept (pathwaysjob_controller.go "
+        "ValidTpuTopologiesMap)",
+        f"run it with kind='JobSet' (GKE has this slice), or {fix}",
     )
 
 
-def machine_problems(workers: WorkerSpec) -> list[SpecProblem]:
-    """Problems of ``workers.type`` and ``workers.topology`` (the values every derived name needs)."""
+def _topology_listing(topologies: tuple[str, ...]) -> str:
+    if len(topologies) <= 16:
+        return ", ".join(topologies)
+    return ", ".join(topologies[:12]) + f", ... {topologies[-1]} ({len(topologies)} topologies)"
+
+
+def machine_problems(workers: WorkerSpec, kind: str = PATHWAYSJOB) -> list[SpecProblem]:
+    """Problems of ``workers.type`` and ``workers.topology`` for a job of ``kind``."""
     out: list[SpecProblem] = []
-    machine = tpu.get_machine_type(workers.type)
-    if machine is None:
-        row = tpu.lookup_tpu_type(workers.type) if isinstance(workers.type, str) else None
-        if row is not None and row.pathways_supported:
+    machine_type, topology = workers.type, workers.topology
+    topologies = tpu.topologies_for(machine_type, kind)
+    if not topologies:
+        row = tpu.lookup_tpu_type(machine_type)
+        if row is not None:
             fix = (
-                f"{workers.type!r} is a TPU device type: set type={row.gce_machine_type!r} and "
+                f"{machine_type!r} is a TPU device type: set type={row.gce_machine_type!r} and "
                 f"topology={row.topology!r}, or build the spec with "
-                f"PathwaysJobSpec.from_tpu_type({workers.type!r})"
+                f"PathwaysJobSpec.from_tpu_type({machine_type!r})"
             )
-        else:
+        elif kind == PATHWAYSJOB:
             fix = f"use one of: {', '.join(tpu.PATHWAYS_MACHINE_TYPES)}"
-        out.append(
-            SpecProblem(
-                f"{_WORKERS}.type", f"machine type {workers.type!r} is not one a PathwaysJob accepts", fix
+            if isinstance(machine_type, str) and machine_type in tpu.gke_machine_types():
+                fix += " (or run it with kind='JobSet', which GKE's node pools accept)"
+        else:
+            fix = (
+                f"use one of: {', '.join(sorted(tpu.gke_machine_types()))}; for a machine type newer than "
+                "this provider's table pass validate_spec=False"
             )
+        where = (
+            "the PathwaysJob CRD accepts (its enum of worker types)"
+            if kind == PATHWAYSJOB
+            else "GKE offers as a TPU node pool in this provider's table"
         )
-    topology = workers.topology
+        out.append(SpecProblem(f"{_WORKERS}.type", f"machine type {machine_type!r} is not one {where}", fix))
     try:
         tpu.parse_topology(topology)
     except ValueError:
         fix = (
-            f"use one of: {', '.join(machine.topologies)}"
-            if machine
+            f"use one of: {_topology_listing(topologies)}"
+            if topologies
             else "use a shape such as '4x4' or '2x2x2'"
         )
         out.append(SpecProblem(f"{_WORKERS}.topology", f"{topology!r} is not of the form AxB or AxBxC", fix))
         return out
-    if machine is not None and topology not in machine.topologies:
-        out.append(
-            SpecProblem(
-                f"{_WORKERS}.topology",
-                f"{topology!r} is not a valid topology for machine type {machine.name}",
-                f"use one of: {', '.join(machine.topologies)}",
+    if topologies and topology not in topologies:
+        if kind == PATHWAYSJOB:
+            problem = (
+                f"{topology!r} is not a topology the PathwaysJob controller accepts for {machine_type} "
+                "(pathwaysjob_controller.go ValidTpuTopologiesMap; it would end in terminalState Failed)"
             )
-        )
+            fix = f"use one of: {_topology_listing(topologies)}"
+            if topology in tpu.topologies_for(machine_type, JOBSET):
+                fix += f"; or run it with kind='JobSet' (GKE has {topology} node pools for {machine_type})"
+        else:
+            problem = f"{topology!r} is not a TPU slice GKE offers for machine type {machine_type}"
+            fix = f"use one of: {_topology_listing(topologies)}"
+            other = [m for m, t in tpu.gke_machine_types().items() if topology in t]
+            if other:
+                fix += f"; {topology} exists on {', '.join(sorted(other))}"
+        out.append(SpecProblem(f"{_WORKERS}.topology", problem, fix))
     return out
 
 
@@ -275,17 +386,25 @@ def _num_slices_problem(num_slices: object) -> SpecProblem | None:
 
 
 def derivation_problems(spec: PathwaysJobSpec) -> list[SpecProblem]:
-    """Problems that stop the derived names, sizes and the JobSet from being computed."""
+    """Problems that stop the JobSet from being rendered (name, slice shape, slice count, types)."""
+    from airflow_provider_pathways.spec.problems import PathwaysSpecError
+    from airflow_provider_pathways.spec.schema import structural_problems
+
     out: list[SpecProblem] = []
     if not isinstance(spec.name, str) or not spec.name:
         out.append(missing_name_problem())
-    out.extend(machine_problems(spec.workers))
+    try:
+        spec.slice_shape  # noqa: B018 - derived, or raises with the reason
+    except PathwaysSpecError as err:
+        out.extend(err.problems)
     _add(out, _num_slices_problem(spec.workers.num_slices))
+    structural = [p for p in structural_problems(spec.to_pathwaysjob()) if p.field != f"{_WORKERS}.type"]
+    out.extend(p for p in structural if p.field not in {q.field for q in out})
     return out
 
 
-def _worker_problems(workers: WorkerSpec, out: list[SpecProblem]) -> None:
-    out.extend(machine_problems(workers))
+def _worker_problems(workers: WorkerSpec, kind: str, out: list[SpecProblem]) -> None:
+    out.extend(machine_problems(workers, kind))
     _add(out, _num_slices_problem(workers.num_slices))
     if workers.max_slice_restarts is not None:
         _add(
@@ -323,10 +442,10 @@ def _worker_problems(workers: WorkerSpec, out: list[SpecProblem]) -> None:
         path = f"{_WORKERS}.nodeSelector"
         _string_map_problems(workers.node_selector, path, out, label_values=True)
         if isinstance(workers.node_selector, Mapping):
-            machine = tpu.get_machine_type(workers.type)
+            shape = tpu.slice_shape(workers.type, workers.topology)
             derived = {_TOPOLOGY_LABEL: workers.topology}
-            if machine is not None:
-                derived[_ACCELERATOR_LABEL] = machine.gke_accelerator
+            if shape is not None:
+                derived[_ACCELERATOR_LABEL] = shape.gke_accelerator
             for key, expected in derived.items():
                 value = workers.node_selector.get(key)
                 if value is not None and value != expected:
@@ -337,6 +456,42 @@ def _worker_problems(workers: WorkerSpec, out: list[SpecProblem]) -> None:
                             f"remove {key!r} from the node selector (the controller sets it)",
                         )
                     )
+
+
+def _size_problems(spec: PathwaysJobSpec, kind: str, out: list[SpecProblem]) -> None:
+    """Counts JobSet and the controller compute in int32 (jobset_webhook.go, pathwaysjob_controller.go)."""
+    workers = spec.workers
+    shape = tpu.slice_shape(workers.type, workers.topology, kind)
+    if shape is None or not _is_int(workers.num_slices) or not 1 <= workers.num_slices <= INT32_MAX:
+        return
+    vms = shape.vms_per_slice
+    if workers.num_slices * vms > INT32_MAX:
+        out.append(
+            SpecProblem(
+                f"{_WORKERS}.numSlices",
+                f"{workers.num_slices} slices x {vms} VMs = {workers.num_slices * vms} worker pods; "
+                f"JobSet rejects a replicated job whose replicas x parallelism exceeds {INT32_MAX} "
+                "(jobset_webhook.go)",
+                f"use at most {INT32_MAX // vms} slices",
+            )
+        )
+    restarts = workers.max_slice_restarts
+    elastic = spec.controller.elastic_slices
+    if (
+        isinstance(restarts, int)
+        and isinstance(elastic, int)
+        and elastic > 0
+        and restarts > 0
+        and vms * restarts > INT32_MAX
+    ):
+        out.append(
+            SpecProblem(
+                f"{_WORKERS}.maxSliceRestarts",
+                f"{vms} VMs x {restarts} = {vms * restarts} does not fit the worker Jobs' int32 backoffLimit "
+                "(the controller computes it as VMs x maxSliceRestarts)",
+                f"use at most {INT32_MAX // vms}",
+            )
+        )
 
 
 # ---------------------------------------------------------------------- spec fields

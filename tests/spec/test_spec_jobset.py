@@ -189,18 +189,54 @@ def test_worker_node_selector_and_scheduling(load_sample: Load) -> None:
 
 
 def test_colocated_head_runs_beside_the_workers() -> None:
+    """Colocate mode as pathwaysjob_controller.go (pathways-job v0.1.4) renders it:
+    MakePathwaysHeadJobForColocateHeadWithWorkersDeployment gives the head the TPU node selector
+    (makeTPUNodeSelector) and MakeWorkerJob gives the workers MakePodAffinityRules."""
     spec = PathwaysJobSpec.from_tpu_type(
         "v6e-8",
         name="infer",
         pathways_dir="gs://my-bucket/x",
         deployment_mode="colocate_head_with_workers",
-        template={"spec": {"containers": [{"name": "main", "image": "python:3.12"}]}},
+        node_selector={"cloud.google.com/reservation-name": "res"},
+        template={
+            "spec": {
+                "containers": [{"name": "main", "image": "python:3.12"}],
+                "nodeSelector": {"cloud.google.com/gke-nodepool": "cpu-np"},
+            }
+        },
     )
-    head = _jobs(spec.to_jobset())["pathways-head"]
+    jobs = _jobs(spec.to_jobset())
+    head, worker = jobs["pathways-head"], jobs["worker"]
     assert "metadata" not in head["template"]  # no exclusive CPU-node placement
-    pod = _pod(head)
-    assert {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
-    assert set(pod["affinity"]) == {"podAffinity", "podAntiAffinity"}
+    head_pod, worker_pod = _pod(head), _pod(worker)
+    tpu_selector = {
+        "cloud.google.com/reservation-name": "res",
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+        "cloud.google.com/gke-tpu-topology": "2x4",
+    }
+    assert head_pod["nodeSelector"] == tpu_selector == worker_pod["nodeSelector"]
+    assert "affinity" not in head_pod
+    assert {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"} in head_pod["tolerations"]
+    affinity = worker_pod["affinity"]
+    (attract,) = affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert attract["labelSelector"]["matchExpressions"] == [
+        {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "In", "values": ["infer"]}
+    ]
+    assert attract["topologyKey"] == "cloud.google.com/gke-nodepool"
+    (repel,) = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert repel["labelSelector"]["matchExpressions"] == [
+        {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "NotIn", "values": ["infer"]},
+        {"key": "job-name", "operator": "Exists"},
+    ]
+
+
+def test_default_mode_has_no_affinity() -> None:
+    spec = PathwaysJobSpec.from_tpu_type("v6e-8", name="train", pathways_dir="gs://my-bucket/x")
+    jobs = _jobs(spec.to_jobset())
+    assert "affinity" not in _pod(jobs["worker"]) and "affinity" not in _pod(jobs["pathways-head"])
+    assert jobs["pathways-head"]["template"]["metadata"]["annotations"] == {
+        "alpha.jobset.sigs.k8s.io/exclusive-topology": "kubernetes.io/hostname"
+    }
 
 
 def test_eight_chip_machines() -> None:

@@ -155,15 +155,38 @@ def test_from_tpu_type_headless_defaults() -> None:
     }
 
 
-@pytest.mark.parametrize("tpu_type", ["v6e-1", "tpu7x-2", "tpu7-8", "v9-16", "nonsense"])
+@pytest.mark.parametrize("tpu_type", ["v6e-1", "tpu7x-2", "tpu7-8", "v4-384", "v9-16", "nonsense"])
 def test_from_tpu_type_rejects_types_a_pathwaysjob_cannot_run(tpu_type: str) -> None:
     with pytest.raises(PathwaysSpecError) as excinfo:
-        PathwaysJobSpec.from_tpu_type(tpu_type, name="x", pathways_dir="gs://my-bucket/x")
+        PathwaysJobSpec.from_tpu_type(tpu_type, name="x", pathways_dir="gs://my-bucket/x", kind="PathwaysJob")
     (problem,) = excinfo.value.problems
     assert problem.field == "spec.workers[0].type"
     assert tpu_type in problem.problem
     assert "v6e-16" in problem.fix and "v5p-8" in problem.fix and "tpu7x-8" in problem.fix
     assert "spec.workers[0].type" in str(excinfo.value)
+
+
+@pytest.mark.parametrize(
+    ("tpu_type", "machine_type", "topology", "chips_per_vm"),
+    [
+        ("v6e-1", "ct6e-standard-1t", "1x1", 1),
+        ("tpu7x-2", "tpu7x-standard-1t", "1x1x1", 1),
+        ("v4-384", "ct4p-hightpu-4t", "4x4x12", 4),
+        ("v5litepod-4", "ct5lp-hightpu-4t", "2x2", 4),
+    ],
+)
+def test_gke_slices_the_controller_rejects_run_as_a_jobset(
+    tpu_type: str, machine_type: str, topology: str, chips_per_vm: int
+) -> None:
+    spec = PathwaysJobSpec.from_tpu_type(tpu_type, name="x", pathways_dir="gs://my-bucket/x")
+    assert (spec.workers.type, spec.workers.topology) == (machine_type, topology)
+    assert spec.problems(kind="JobSet") == []
+    worker = spec.to_jobset()["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    assert worker["containers"][0]["resources"] == {"limits": {"google.com/tpu": str(chips_per_vm)}}
+    if tpu_type != "v5litepod-4":  # the controller takes ct5lp-hightpu-4t 2x2
+        assert [p.field for p in spec.problems(kind="PathwaysJob")] == [
+            "spec.workers[0].type" if machine_type.endswith("-1t") else "spec.workers[0].topology"
+        ]
 
 
 def test_derived_names() -> None:
@@ -179,7 +202,7 @@ def test_derived_names() -> None:
     assert spec.gke_accelerator == "tpu-v6e-slice"
     assert spec.device_type == "v6e-16"
     assert spec.image_tag == "latest"
-    assert spec.max_name_length == 39
+    assert spec.max_name_length == 22
 
 
 def test_vms_per_slice_of_eight_chip_machines() -> None:

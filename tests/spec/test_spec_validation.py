@@ -94,7 +94,7 @@ INVALID = [
     ("no-name", _with(name=None), "metadata.name", "is missing"),
     ("uppercase-name", _with(name="Train_Job"), "metadata.name", "'train-job'"),
     ("name-starts-with-digit", _with(name="1job"), "metadata.name", "start with a letter"),
-    ("name-too-long", _with(name="a" * 40), "metadata.name", "at most 39 characters"),
+    ("name-too-long", _with(name="a" * 23), "metadata.name", "at most 22 characters"),
     ("bad-namespace", _with(namespace="ML_Team"), "metadata.namespace", "namespace"),
     ("bad-label-key", _with(labels={"bad key": "x"}), "metadata.labels['bad key']", "key"),
     ("long-label-value", _with(labels={"team": "x" * 64}), "metadata.labels['team']", "63"),
@@ -311,16 +311,17 @@ def test_several_errors_are_all_listed() -> None:
     with pytest.raises(PathwaysSpecError) as excinfo:
         spec.validate()
     fields = [p.field for p in excinfo.value.problems]
+    # Schema problems first (the CRD's enums and list keys), then the semantic ones.
     assert fields == [
+        "spec.controller.deploymentMode",
+        "spec.customComponents[0].componentType",
+        "spec.customComponents[2].componentType",
         "metadata.name",
         "spec.workers[0].topology",
         "spec.workers[0].numSlices",
         "spec.maxRestarts",
         "spec.pathwaysDir",
-        "spec.controller.deploymentMode",
         "spec.controller.elasticSlices",
-        "spec.customComponents[0].componentType",
-        "spec.customComponents[2].componentType",
     ]
     lines = str(excinfo.value).splitlines()
     assert lines[0] == "invalid PathwaysJob spec: 9 problems"
@@ -328,22 +329,28 @@ def test_several_errors_are_all_listed() -> None:
     assert spec.problems() == excinfo.value.problems
 
 
-def test_name_limit_grows_with_the_worker_names() -> None:
+def test_name_limit_is_the_coordinator_label() -> None:
+    """jobset_webhook.go validateCoordinatorLabelValue: '<name>-pathways-head-0-0.<name>' <= 63."""
+    for kind in ("PathwaysJob", "JobSet"):
+        spec = valid_spec()
+        spec.name = "a" * 22
+        assert spec.problems(kind) == []
+        spec.name = "a" * 23
+        (problem,) = spec.problems(kind)
+        assert problem.field == "metadata.name"
+        assert "jobset.sigs.k8s.io/coordinator" in problem.problem and "63" in problem.problem
+        assert "at most 22 characters" in problem.fix
+        assert ("retry loop" in problem.problem) == (kind == "PathwaysJob")
+
+
+def test_pod_names_never_bind_before_the_coordinator_label() -> None:
+    """jobset_webhook.go: generated pod names '<name>-worker-<i>-<j>-xxxxx' are DNS-1035 labels; with
+    int32 slice counts they stay within 63 characters for every 22-character name."""
     spec = valid_spec()
-    spec.name = "a" * 39
-    assert spec.problems() == []
-    spec.name = "a" * 40
-    assert [p.field for p in spec.problems()] == ["metadata.name"]
-    # '-worker-<slice>-<vm>' outgrows '-pathways-head-0-0' only for absurdly large jobs.
-    spec.workers = WorkerSpec("ct5p-hightpu-4t", "4x12x172", num_slices=10_000_000)  # 2064 VMs per slice
+    spec.workers = WorkerSpec("ct5p-hightpu-4t", "4x12x124", num_slices=2**31 - 1)
     spec.controller = dataclasses.replace(spec.controller, elastic_slices=None)
-    assert spec.max_name_length == 63 - 6 - len("-worker-9999999-2063") == 37
-    spec.name = "a" * spec.max_name_length
-    assert spec.problems() == []
-    spec.name += "a"
-    (problem,) = spec.problems()
-    assert "-worker-9999999-2063-xxxxx" in problem.problem
-    assert f"at most {spec.max_name_length} characters" in problem.fix
+    assert spec.max_name_length == 22
+    assert len(f"{'a' * 22}-worker-{2**31 - 2}-{spec.vms_per_slice - 1}-xxxxx") <= 63
 
 
 def test_placeholder_sample_loads_then_fails_validation(load_sample: Callable[[str], Any]) -> None:
