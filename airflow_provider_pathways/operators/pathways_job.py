@@ -213,7 +213,7 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
                 spec, name=name, namespace=namespace, labels=labels, annotations=annotations
             )
             if self.validate_spec:
-                spec.validate()
+                spec.validate(kind=self.kind)
         except PathwaysSpecError as err:
             raise PathwaysSpecRejected(f"the job spec is invalid, nothing was submitted:\n{err}") from err
         min_slices = self.required_slices(spec)
