@@ -24,11 +24,6 @@ class FailureClass(str, Enum):
         return self in (FailureClass.PREEMPTED, FailureClass.INFRASTRUCTURE)
 
     @property
-    def replaceable(self) -> bool:
-        """A job that ended this way is replaced by a fresh one when a retry finds it."""
-        return self.retryable
-
-    @property
     def final(self) -> bool:
         """A failure no retry can mend: the program failed or the spec was refused."""
         return self in (FailureClass.USER_PROGRAM_FAILED, FailureClass.SPEC_REJECTED)

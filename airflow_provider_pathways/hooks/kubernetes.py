@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
+import urllib3
 import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
 from kubernetes.client import ApiException
@@ -28,13 +30,36 @@ from airflow_provider_pathways.status import (
     Phase,
     summarize,
 )
+from airflow_provider_pathways.transient import (
+    DEFAULT_OUTAGE_TOLERANCE,
+    TRANSIENT_HTTP_STATUSES,
+    CallRetry,
+    OutageWindow,
+    describe_error,
+    parse_retry_after,
+)
 
 if TYPE_CHECKING:
     from aiohttp import ClientResponse
 
 # Server-side timeout of one watch request; a healthy wait costs one request per period.
 DEFAULT_WATCH_TIMEOUT_SECONDS = 900
-_TRANSIENT_HTTP = frozenset({429, 500, 502, 503, 504})
+T = TypeVar("T")
+
+
+def is_transient(err: BaseException) -> bool:
+    """A Kubernetes API error worth retrying: 429, a 5xx, or no answer at all; never a 4xx."""
+    if isinstance(err, (ApiException, AsyncApiException)):
+        return err.status in TRANSIENT_HTTP_STATUSES or not err.status
+    return isinstance(
+        err, (urllib3.exceptions.HTTPError, aiohttp.ClientError, ConnectionError, TimeoutError, OSError)
+    )
+
+
+def retry_after(err: BaseException) -> float | None:
+    """The ``Retry-After`` an API server sent with a 429 or 503, in seconds."""
+    headers = getattr(err, "headers", None)
+    return parse_retry_after(headers.get("Retry-After")) if headers else None
 
 
 @dataclass(frozen=True)
@@ -79,6 +104,7 @@ class PathwaysJobHook(KubernetesHook):
 
     conn_type = "pathways_gke"
     hook_name = "Pathways on GKE"
+    call_retry = CallRetry()
 
     def __init__(
         self,
@@ -131,6 +157,21 @@ class PathwaysJobHook(KubernetesHook):
         """The given namespace, else the connection's, else ``default``."""
         return namespace or self.get_namespace() or self.DEFAULT_NAMESPACE
 
+    def _log_retry(self, err: BaseException, delay: float) -> None:
+        self.log.warning("Kubernetes API error (%s); retrying in %.1fs", describe_error(err), delay)
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        """``fn()`` retried on 429 (after ``Retry-After``), 5xx and connection errors."""
+        return self.call_retry.call(
+            fn, is_transient=is_transient, retry_after=retry_after, on_retry=self._log_retry
+        )
+
+    async def _a_call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Async twin of :meth:`_call`."""
+        return await self.call_retry.a_call(
+            fn, is_transient=is_transient, retry_after=retry_after, on_retry=self._log_retry
+        )
+
     # ---- sync API -------------------------------------------------------------------------
 
     def _to_dict(self, obj: Any) -> Any:
@@ -139,23 +180,27 @@ class PathwaysJobHook(KubernetesHook):
     def create_job(self, manifest: Mapping[str, Any], namespace: str) -> dict[str, Any]:
         """Create the PathwaysJob or JobSet ``manifest``; raises :class:`ApiException` on 409."""
         resource = JobKind(manifest["kind"]).resource
-        return self.custom_object_client.create_namespaced_custom_object(
-            group=resource.group,
-            version=resource.version,
-            namespace=namespace,
-            plural=resource.plural,
-            body=dict(manifest),
+        return self._call(
+            lambda: self.custom_object_client.create_namespaced_custom_object(
+                group=resource.group,
+                version=resource.version,
+                namespace=namespace,
+                plural=resource.plural,
+                body=dict(manifest),
+            )
         )
 
     def get_object(self, resource: CustomResource, name: str, namespace: str) -> dict[str, Any] | None:
         """The custom object, or None when it does not exist."""
         try:
-            return self.custom_object_client.get_namespaced_custom_object(
-                group=resource.group,
-                version=resource.version,
-                namespace=namespace,
-                plural=resource.plural,
-                name=name,
+            return self._call(
+                lambda: self.custom_object_client.get_namespaced_custom_object(
+                    group=resource.group,
+                    version=resource.version,
+                    namespace=namespace,
+                    plural=resource.plural,
+                    name=name,
+                )
             )
         except ApiException as err:
             if err.status == 404:
@@ -166,13 +211,15 @@ class PathwaysJobHook(KubernetesHook):
         """Delete the job and everything it owns; False when it was already gone."""
         resource = kind.resource
         try:
-            self.custom_object_client.delete_namespaced_custom_object(
-                group=resource.group,
-                version=resource.version,
-                namespace=namespace,
-                plural=resource.plural,
-                name=name,
-                propagation_policy="Foreground",
+            self._call(
+                lambda: self.custom_object_client.delete_namespaced_custom_object(
+                    group=resource.group,
+                    version=resource.version,
+                    namespace=namespace,
+                    plural=resource.plural,
+                    name=name,
+                    propagation_policy="Foreground",
+                )
             )
         except ApiException as err:
             if err.status == 404:
@@ -190,24 +237,30 @@ class PathwaysJobHook(KubernetesHook):
 
     def list_pods(self, name: str, namespace: str, replicated_job: str | None = None) -> list[dict[str, Any]]:
         """Pods of the job's JobSet, optionally of one replicated job."""
-        pods = self.core_v1_client.list_namespaced_pod(
-            namespace, label_selector=_selector(name, replicated_job)
+        pods = self._call(
+            lambda: self.core_v1_client.list_namespaced_pod(
+                namespace, label_selector=_selector(name, replicated_job)
+            )
         )
         return self._to_dict(pods).get("items") or []
 
     def list_jobs(self, name: str, namespace: str) -> list[dict[str, Any]]:
         """The batch Jobs of the job's JobSet (they outlive their pods)."""
-        jobs = self.batch_v1_client.list_namespaced_job(namespace, label_selector=_selector(name))
+        jobs = self._call(
+            lambda: self.batch_v1_client.list_namespaced_job(namespace, label_selector=_selector(name))
+        )
         return self._to_dict(jobs).get("items") or []
 
     def list_workloads(self, name: str, namespace: str) -> list[dict[str, Any]]:
         """Kueue Workloads owned by the JobSet; empty when Kueue is not installed."""
         try:
-            listing = self.custom_object_client.list_namespaced_custom_object(
-                group=KUEUE_WORKLOAD.group,
-                version=KUEUE_WORKLOAD.version,
-                namespace=namespace,
-                plural=KUEUE_WORKLOAD.plural,
+            listing = self._call(
+                lambda: self.custom_object_client.list_namespaced_custom_object(
+                    group=KUEUE_WORKLOAD.group,
+                    version=KUEUE_WORKLOAD.version,
+                    namespace=namespace,
+                    plural=KUEUE_WORKLOAD.plural,
+                )
             )
         except ApiException as err:
             if err.status == 404:
@@ -224,13 +277,17 @@ class PathwaysJobHook(KubernetesHook):
             containers = {c.get("name") for c in (pod.get("spec") or {}).get("containers") or []}
             if options.main_container not in containers:
                 continue
+            pod_name = pod["metadata"]["name"]
             try:
-                response = self.core_v1_client.read_namespaced_pod_log(
-                    name=pod["metadata"]["name"],
-                    namespace=namespace,
-                    container=options.main_container,
-                    tail_lines=tail_lines,
-                    _preload_content=False,
+                response = self._call(
+                    functools.partial(
+                        self.core_v1_client.read_namespaced_pod_log,
+                        name=pod_name,
+                        namespace=namespace,
+                        container=options.main_container,
+                        tail_lines=tail_lines,
+                        _preload_content=False,
+                    )
                 )
                 return response.data.decode(errors="replace")
             except ApiException as err:
@@ -296,12 +353,14 @@ class PathwaysJobHook(KubernetesHook):
         self, resource: CustomResource, name: str, namespace: str, api_client: async_client.ApiClient
     ) -> dict[str, Any] | None:
         try:
-            return await async_client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-                group=resource.group,
-                version=resource.version,
-                namespace=namespace,
-                plural=resource.plural,
-                name=name,
+            return await self._a_call(
+                lambda: async_client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+                    group=resource.group,
+                    version=resource.version,
+                    namespace=namespace,
+                    plural=resource.plural,
+                    name=name,
+                )
             )
         except AsyncApiException as err:
             if err.status == 404:
@@ -313,13 +372,15 @@ class PathwaysJobHook(KubernetesHook):
         resource = kind.resource
         async with self.a_client() as api_client:
             try:
-                await async_client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
-                    group=resource.group,
-                    version=resource.version,
-                    namespace=namespace,
-                    plural=resource.plural,
-                    name=name,
-                    propagation_policy="Foreground",
+                await self._a_call(
+                    lambda: async_client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+                        group=resource.group,
+                        version=resource.version,
+                        namespace=namespace,
+                        plural=resource.plural,
+                        name=name,
+                        propagation_policy="Foreground",
+                    )
                 )
             except AsyncApiException as err:
                 if err.status == 404:
@@ -332,14 +393,18 @@ class PathwaysJobHook(KubernetesHook):
     ) -> dict[str, list[Any]]:
         core = async_client.CoreV1Api(api_client)
         batch = async_client.BatchV1Api(api_client)
-        pods = await core.list_namespaced_pod(namespace, label_selector=_selector(name))
-        jobs = await batch.list_namespaced_job(namespace, label_selector=_selector(name))
+        pods = await self._a_call(lambda: core.list_namespaced_pod(namespace, label_selector=_selector(name)))
+        jobs = await self._a_call(
+            lambda: batch.list_namespaced_job(namespace, label_selector=_selector(name))
+        )
         try:
-            listing = await async_client.CustomObjectsApi(api_client).list_namespaced_custom_object(
-                group=KUEUE_WORKLOAD.group,
-                version=KUEUE_WORKLOAD.version,
-                namespace=namespace,
-                plural=KUEUE_WORKLOAD.plural,
+            listing = await self._a_call(
+                lambda: async_client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+                    group=KUEUE_WORKLOAD.group,
+                    version=KUEUE_WORKLOAD.version,
+                    namespace=namespace,
+                    plural=KUEUE_WORKLOAD.plural,
+                )
             )
             workloads = [w for w in listing.get("items") or [] if _owned_by(w, name)]
         except AsyncApiException as err:
@@ -370,19 +435,25 @@ class PathwaysJobHook(KubernetesHook):
         """Async twin of :meth:`read_main_container_log`."""
         async with self.a_client() as api_client:
             core = async_client.CoreV1Api(api_client)
-            pods = await core.list_namespaced_pod(
-                namespace, label_selector=_selector(name, options.head_replicated_job)
+            pods = await self._a_call(
+                lambda: core.list_namespaced_pod(
+                    namespace, label_selector=_selector(name, options.head_replicated_job)
+                )
             )
             for pod in sorted(pods.items, key=lambda p: p.metadata.creation_timestamp or 0, reverse=True):
                 if options.main_container not in {c.name for c in pod.spec.containers or []}:
                     continue
+                pod_name = pod.metadata.name
                 try:
-                    response = await core.read_namespaced_pod_log(
-                        name=pod.metadata.name,
-                        namespace=namespace,
-                        container=options.main_container,
-                        tail_lines=tail_lines,
-                        _preload_content=False,
+                    response = await self._a_call(
+                        functools.partial(
+                            core.read_namespaced_pod_log,
+                            name=pod_name,
+                            namespace=namespace,
+                            container=options.main_container,
+                            tail_lines=tail_lines,
+                            _preload_content=False,
+                        )
                     )
                     raw: bytes = await response.read()  # type: ignore[attr-defined]  # _preload_content=False
                     return raw.decode(errors="replace")
@@ -424,19 +495,21 @@ class PathwaysJobHook(KubernetesHook):
         options: StatusOptions = StatusOptions(),
         *,
         watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT_SECONDS,
-        max_consecutive_errors: int = 8,
+        outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
     ) -> AsyncGenerator[PathwaysJobStatus, None]:
         """
         Yield the job's status now and every time it changes, until it is terminal.
 
         Watches with ``resourceVersion`` (one long request per period, not a poll), resumes a
         dropped stream from the last version seen, re-lists when the server answers 410, and
-        backs off on transient errors.
+        rides out an API server outage (connection errors, 429, 5xx) of up to
+        ``outage_tolerance`` seconds; then raises :class:`OutageTooLong`.
         """
         async with self.a_client() as api_client:
+            host = getattr(api_client.configuration, "host", "") or self.conn_id
+            outage = OutageWindow(outage_tolerance, what=f"the Kubernetes API server at {host}", base=0.5)
             watch = _JobWatch(self, api_client, name, namespace, options, watch_timeout_seconds)
             last: PathwaysJobStatus | None = None
-            errors = 0
             try:
                 while True:
                     try:
@@ -449,21 +522,25 @@ class PathwaysJobHook(KubernetesHook):
                         if status.terminal:
                             return
                         await watch.next_change()
-                        errors = 0
-                    except (AsyncApiException, aiohttp.ClientError, OSError, asyncio.TimeoutError) as err:
-                        code = getattr(err, "status", None)
-                        if isinstance(err, AsyncApiException) and code not in _TRANSIENT_HTTP:
+                    except Exception as err:
+                        if not is_transient(err):
                             raise
                         if watch.reconnected:  # the last error was followed by a healthy stream
-                            errors = 0
+                            outage.recovered()
                         watch.reconnected = False
-                        errors += 1
-                        if errors > max_consecutive_errors:
-                            raise
-                        delay = min(0.5 * 2 ** (errors - 1), 30.0)
-                        self.log.warning("Kubernetes API error (%s); retrying in %.1fs", code or err, delay)
+                        delay = outage.failed(err, describe_error(err))
+                        if outage.failures == 1:
+                            self.log.warning(
+                                "Kubernetes API error (%s); retrying for up to %gs",
+                                describe_error(err),
+                                outage.tolerance,
+                            )
                         watch.close_streams()
                         await asyncio.sleep(delay)
+                        continue
+                    lasted = outage.recovered()
+                    if lasted is not None:
+                        self.log.info("The Kubernetes API server answers again after %.0fs", lasted)
             finally:
                 watch.close_streams()
 

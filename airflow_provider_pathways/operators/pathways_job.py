@@ -7,12 +7,12 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow.sdk import BaseOperator, ResumableJobMixin, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk import BaseOperator, conf
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
-from airflow_provider_pathways.failures import PathwaysJobFailed, PathwaysSpecRejected
+from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
 from airflow_provider_pathways.links import (
     CloudLoggingLink,
     GKEWorkloadLink,
@@ -20,14 +20,23 @@ from airflow_provider_pathways.links import (
     gke_workload_url,
 )
 from airflow_provider_pathways.naming import airflow_labels, default_job_name
+from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.reattach import JobJudgement
 from airflow_provider_pathways.resources import JobKind, proxy_address
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
+from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
 from airflow_provider_pathways.spec import PathwaysJobSpec, PathwaysSpecError
 from airflow_provider_pathways.status import (
     HEAD_REPLICATED_JOB,
     WORKER_REPLICATED_JOB,
     PathwaysJobStatus,
     Phase,
+)
+from airflow_provider_pathways.transient import (
+    DEFAULT_OUTAGE_TOLERANCE,
+    OutageTooLong,
+    OutageWindow,
+    describe_error,
+    validate_outage_tolerance,
 )
 from airflow_provider_pathways.triggers.pathways_job import WaitUntil, validate_wait_arguments
 
@@ -45,7 +54,7 @@ def _seconds(value: timedelta | float | None) -> float | None:
     return value.total_seconds() if isinstance(value, timedelta) else value
 
 
-class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
+class PathwaysJobOperator(ReattachingJobOperator):
     """
     Create a PathwaysJob (or the equivalent plain JobSet) and follow it.
 
@@ -73,6 +82,10 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
     :param gcp_project: project of the GKE cluster, for the console links (default: connection).
     :param gke_cluster: GKE cluster name, for the console links (default: connection).
     :param gke_location: GKE cluster location, for the console links (default: connection).
+    :param preemption_retries: retries the task gets for preemption and infrastructure failures
+        when the DAG sets no ``retries`` (an explicit ``retries`` wins).
+    :param outage_tolerance: seconds an API server outage may last during the wait before the
+        try fails (a shorter one is ridden out).
     """
 
     template_fields: Sequence[str] = (
@@ -121,9 +134,11 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
         gke_location: str | None = None,
         deletion_timeout: float = 300.0,
         validate_spec: bool = True,
+        preemption_retries: int = DEFAULT_PREEMPTION_RETRIES,
+        outage_tolerance: timedelta | float = DEFAULT_OUTAGE_TOLERANCE,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("retry_policy", PathwaysRetryPolicy())
+        apply_preemption_budget(kwargs, preemption_retries)
         super().__init__(**kwargs)
         unknown = set(delete_on) - DELETE_EVENTS
         if unknown:
@@ -156,6 +171,8 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
         self.gke_location = gke_location
         self.deletion_timeout = deletion_timeout
         self.validate_spec = validate_spec
+        self.preemption_retries = preemption_retries
+        self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
         self._spec: PathwaysJobSpec | None = None
         self._status: PathwaysJobStatus | None = None
         self._job_name: str | None = None
@@ -289,7 +306,10 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
     def execute(self, context: Context) -> Any:
         self._spec = self.build_spec(context)
         self._job_name, self._job_namespace = self.spec.name, self.spec.namespace
-        return self.execute_resumable(context)
+        return self.run_job(context)
+
+    def describe_job(self, external_id: JsonValue) -> str:
+        return f"{self.kind} {self.spec.namespace}/{self.spec.name}"
 
     def submit_job(self, context: Context) -> JsonValue:
         """Create the job; adopt one this task instance already made, replace a finished one."""
@@ -314,9 +334,12 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
                     "this task instance; pass another name or delete it"
                 ) from err
             status = self.hook.get_status(name, namespace, self.status_options)
-            if status.phase in _ACTIVE_PHASES:
+            if status.phase in _ACTIVE_PHASES and status.phase is not Phase.SUSPENDED:
                 self.log.info(
-                    "Adopting %s %s/%s, created earlier by this task instance", self.kind, namespace, name
+                    "Reattaching to %s %s/%s, created by an earlier try of this task instance",
+                    self.kind,
+                    namespace,
+                    name,
                 )
             else:
                 self.log.info(
@@ -327,30 +350,46 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
                 self.hook.create_job(manifest, namespace)
         return self._identity()
 
-    def get_job_status(self, external_id: JsonValue, context: Context) -> str:
+    def _is_this_job(self, external_id: JsonValue) -> bool:
         ident = dict(external_id) if isinstance(external_id, Mapping) else {}
-        if ident.get("name") != self.spec.name or ident.get("namespace") != self.spec.namespace:
-            return "unknown"
-        self._status = self.hook.get_status(
-            self.spec.name or "", self.spec.namespace or "", self.status_options
+        return (
+            ident.get("name") == self.spec.name
+            and ident.get("namespace") == self.spec.namespace
+            and ident.get("kind", self.kind) == self.kind
         )
-        return self._status.phase.value
 
-    def is_job_active(self, status: str) -> bool:
-        return status in {p.value for p in _ACTIVE_PHASES}
+    def judge_job(self, external_id: JsonValue, context: Context) -> JobJudgement | None:
+        if not self._is_this_job(external_id):
+            return None
+        status = self.hook.get_status(self.spec.name or "", self.spec.namespace or "", self.status_options)
+        self._status = status
+        if status.phase is Phase.SUCCEEDED:
+            return JobJudgement.succeeded(status.message)
+        if status.phase is Phase.DELETED:
+            return JobJudgement.failed(FailureClass.INFRASTRUCTURE, status.message)
+        if status.terminal:
+            return JobJudgement.failed(status.failure or FailureClass.UNKNOWN, status.message)
+        return JobJudgement.active(status.progress())
 
-    def is_job_succeeded(self, status: str) -> bool:
-        return status == Phase.SUCCEEDED.value and self.wait_until == WaitUntil.FINISHED.value
+    def discard_job(self, external_id: JsonValue, reason: str, *, wait: bool = False) -> None:
+        self._delete(reason)
+        if wait:
+            self.hook.wait_until_deleted(
+                self.spec.name or "", self.spec.namespace or "", JobKind(self.kind), self.deletion_timeout
+            )
 
-    def poll_until_complete(self, external_id: JsonValue, context: Context) -> None:
+    def follow_job(self, external_id: JsonValue, context: Context) -> Any:
         self._push_identity(context)
         if self.wait_until == WaitUntil.CREATED.value:
-            return
+            return self._result(
+                self.hook.get_status(self.spec.name or "", self.spec.namespace or "", self.status_options)
+            )
+        deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
-            self._defer()
-        self._status = self._poll(context)
+            self._defer(deadline)
+        return self.finish_job(context, external_id, self._poll(context, deadline))
 
-    def _defer(self) -> None:
+    def _defer(self, deadline: Deadline) -> None:
         from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 
         self.defer(
@@ -369,9 +408,11 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
                 in_cluster=self.in_cluster,
                 fail_on_suspend=self.fail_on_suspend,
                 delete_on_kill="kill" in self.delete_on,
-                deadline=time.time() + self.wait_timeout if self.wait_timeout else None,
+                deadline=deadline.at,
+                outage_tolerance=self.outage_tolerance,
             ),
             method_name="execute_complete",
+            kwargs={"deadline_reason": deadline.reason},
         )
 
     def _done(self, status: PathwaysJobStatus) -> bool:
@@ -381,46 +422,65 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
             return self.fail_on_suspend
         return self.wait_until == WaitUntil.READY.value and status.ready_for(self.required_slices(self.spec))
 
-    def _poll(self, context: Context) -> PathwaysJobStatus:
-        deadline = time.monotonic() + self.wait_timeout if self.wait_timeout else None
+    def _poll(self, context: Context, deadline: Deadline) -> PathwaysJobStatus:
+        from airflow_provider_pathways.hooks.kubernetes import is_transient
+
         need = self.required_slices(self.spec) if self.wait_until == WaitUntil.READY.value else None
+        outage = OutageWindow(self.outage_tolerance, what=f"the Kubernetes API ({self.kubernetes_conn_id})")
         last: PathwaysJobStatus | None = None
         while True:
-            status = self.hook.get_status(
-                self.spec.name or "", self.spec.namespace or "", self.status_options
-            )
+            try:
+                status = self.hook.get_status(
+                    self.spec.name or "", self.spec.namespace or "", self.status_options
+                )
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                try:
+                    delay = outage.failed(err, describe_error(err))
+                except OutageTooLong as too_long:
+                    raise AirflowException(str(too_long)) from err
+                if outage.failures == 1:
+                    self.log.warning(
+                        "Kubernetes API unreachable (%s); retrying for up to %gs",
+                        describe_error(err),
+                        outage.tolerance,
+                    )
+                time.sleep(delay)
+                continue
+            lasted = outage.recovered()
+            if lasted is not None:
+                self.log.info("The Kubernetes API answers again after %.0fs", lasted)
             if status != last:
                 self.log.info("%s", status.progress(need))
                 last = status
             if self._done(status):
                 return status
-            if deadline is not None and time.monotonic() > deadline:
-                self._fail_timeout()
+            if deadline.passed():
+                self._give_up(context, deadline.reason)
             time.sleep(self.poll_interval)
 
-    def _fail_timeout(self) -> None:
+    def _give_up(self, context: Context, reason: str | None) -> NoReturn:
+        """The wait ran out of time: delete the job per ``delete_on`` and fail the try."""
         if "failure" in self.delete_on:
-            self._delete("wait timed out")
-        raise AirflowException(
-            f"{self.spec.namespace}/{self.spec.name} was not {self.wait_until} within {self.wait_timeout}s"
-        )
+            self._delete("the wait timed out")
+            self.forget_job(context)
+        what = f"{self.spec.namespace}/{self.spec.name} was not {self.wait_until}"
+        if reason == "execution_timeout":
+            raise AirflowTaskTimeout(f"{what} within the task's execution_timeout ({self.execution_timeout})")
+        raise AirflowException(f"{what} within wait_timeout ({self.wait_timeout}s)")
 
-    def get_job_result(self, external_id: JsonValue, context: Context) -> Any:
-        if self._status is None:
-            self._status = self.hook.get_status(
-                self.spec.name or "", self.spec.namespace or "", self.status_options
-            )
-        return self._finish(context, self._status)
-
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], deadline_reason: str | None = None
+    ) -> Any:
         """Resume after the trigger fired."""
         self._spec = self.build_spec(context)
         self._job_name, self._job_namespace = self.spec.name, self.spec.namespace
         if event.get("status") == "timeout":
-            self._fail_timeout()
+            self._give_up(context, deadline_reason)
         if event.get("status") != "done":
             raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
-        return self._finish(context, PathwaysJobStatus.from_dict(event["job"]))
+        return self.finish_job(context, self._identity(), PathwaysJobStatus.from_dict(event["job"]))
 
     def _log_program_tail(self, status: PathwaysJobStatus) -> None:
         if not self.log_tail_lines or self.spec.controller.template is None:
@@ -442,28 +502,46 @@ class PathwaysJobOperator(ResumableJobMixin, BaseOperator):
             for line in tail.rstrip().splitlines():
                 self.log.info("  | %s", line)
 
-    def _finish(self, context: Context, status: PathwaysJobStatus) -> dict[str, Any]:
+    def _result(self, status: PathwaysJobStatus) -> dict[str, Any]:
+        return {
+            "name": status.name,
+            "namespace": status.namespace,
+            "kind": self.kind,
+            "proxy_address": proxy_address(status.name, self.head_replicated_job),
+            "status": status.to_dict(),
+        }
+
+    def _succeeded(self, status: PathwaysJobStatus) -> bool:
+        if status.phase is Phase.SUCCEEDED:
+            return True
+        waits_for_end = self.wait_until == WaitUntil.FINISHED.value
+        return not waits_for_end and not status.terminal and status.phase is not Phase.SUSPENDED
+
+    def finish_job(
+        self, context: Context, external_id: JsonValue, observed: PathwaysJobStatus | None = None
+    ) -> dict[str, Any]:
+        """The one judgement of the job's end: XComs, log tail, deletion, or the classified failure."""
+        status = observed or self._status
+        if status is None:
+            status = self.hook.get_status(
+                self.spec.name or "", self.spec.namespace or "", self.status_options
+            )
         self._status = status
         self.log.info("%s", status.progress())
         if status.terminal:
             self._log_program_tail(status)
         context["ti"].xcom_push(key="status", value=status.to_dict())
-        if status.phase is Phase.SUCCEEDED or (not status.terminal and status.phase is not Phase.SUSPENDED):
+        if self._succeeded(status):
             if status.phase is Phase.SUCCEEDED and "success" in self.delete_on:
                 self._delete("succeeded")
-            return {
-                "name": status.name,
-                "namespace": status.namespace,
-                "kind": self.kind,
-                "proxy_address": proxy_address(status.name, self.head_replicated_job),
-                "status": status.to_dict(),
-            }
-        if status.terminal and "failure" in self.delete_on:
-            self._delete(f"failed: {status.failure.value if status.failure else 'unknown'}")
-        assert status.failure is not None
+            return self._result(status)
+        failure = status.failure or FailureClass.UNKNOWN
+        if "failure" in self.delete_on:
+            self._delete(f"failed: {failure.value}")
+            self.forget_job(context)  # a retry submits a fresh job; a kept one is judged again
         raise PathwaysJobFailed.for_class(
-            status.failure,
-            f"{status.namespace}/{status.name}: {status.message}",
+            failure,
+            f"{status.namespace}/{status.name}: {status.message or status.phase.value}",
             job=status.name,
             exit_code=status.exit_code,
         )

@@ -13,18 +13,16 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_pathways.resources import JobKind
 from airflow_provider_pathways.status import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB, Phase
+from airflow_provider_pathways.transient import (
+    DEFAULT_OUTAGE_TOLERANCE,
+    OutageTooLong,
+    validate_outage_tolerance,
+)
+from airflow_provider_pathways.transient import describe_error as describe
 
 if TYPE_CHECKING:
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
     from airflow_provider_pathways.status import PathwaysJobStatus
-
-
-def describe(err: BaseException) -> str:
-    """Short error text without response headers or bodies (which may echo credentials)."""
-    status = getattr(err, "status", None)
-    if status is not None:
-        return f"{type(err).__name__} HTTP {status} {getattr(err, 'reason', '') or ''}".rstrip()
-    return f"{type(err).__name__}: {err}"
 
 
 class WaitUntil(str, Enum):
@@ -59,6 +57,8 @@ class PathwaysJobTrigger(BaseTrigger):
     :param min_slices: worker slices that must be ready (``ready`` only); default: all of them.
     :param fail_on_suspend: fire when the JobSet is suspended (preempted) instead of waiting.
     :param delete_on_kill: delete the job when the user kills the deferred task.
+    :param deadline: fire a ``timeout`` event at this epoch time.
+    :param outage_tolerance: seconds an API server outage may last before the wait fails.
     """
 
     def __init__(
@@ -80,6 +80,7 @@ class PathwaysJobTrigger(BaseTrigger):
         delete_on_kill: bool = True,
         watch_timeout_seconds: int = 900,
         deadline: float | None = None,
+        outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
     ) -> None:
         super().__init__()
         validate_wait_arguments(name=name, wait_until=wait_until, min_slices=min_slices, kind=kind)
@@ -103,6 +104,7 @@ class PathwaysJobTrigger(BaseTrigger):
         self.delete_on_kill = delete_on_kill
         self.watch_timeout_seconds = watch_timeout_seconds
         self.deadline = deadline
+        self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
         self._fired = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -125,6 +127,7 @@ class PathwaysJobTrigger(BaseTrigger):
                 "delete_on_kill": self.delete_on_kill,
                 "watch_timeout_seconds": self.watch_timeout_seconds,
                 "deadline": self.deadline,
+                "outage_tolerance": self.outage_tolerance,
             },
         )
 
@@ -159,7 +162,11 @@ class PathwaysJobTrigger(BaseTrigger):
         )
         need = self.min_slices if self.wait_until == WaitUntil.READY.value else None
         statuses = self.hook.a_watch_status(
-            self.name, self.namespace, options, watch_timeout_seconds=self.watch_timeout_seconds
+            self.name,
+            self.namespace,
+            options,
+            watch_timeout_seconds=self.watch_timeout_seconds,
+            outage_tolerance=self.outage_tolerance,
         )
         try:
             while True:
@@ -173,6 +180,9 @@ class PathwaysJobTrigger(BaseTrigger):
                     return {"status": "done", "job": status.to_dict()}
         except StopAsyncIteration:
             return {"status": "error", "message": "the watch ended without a final status"}
+        except OutageTooLong as err:
+            self.log.error("Giving up on %s/%s: %s", self.namespace, self.name, err)
+            return {"status": "error", "message": f"watching {self.namespace}/{self.name}: {err}"}
         except Exception as err:
             self.log.exception("Watching %s/%s failed", self.namespace, self.name)
             return {

@@ -121,6 +121,7 @@ with DAG("gke_suspended_reattach", schedule=None, start_date=START) as suspended
         spec(),
         deferrable=True,
         annotations=knobs(program_seconds=1.5),
+        delete_on=("success", "kill"),
         on_retry_callback=resume_suspended_jobs,
     )
 

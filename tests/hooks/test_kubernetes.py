@@ -206,12 +206,12 @@ async def anext_event(trigger: Any) -> Any:
 async def test_many_isolated_drops_do_not_end_the_wait(hook: PathwaysJobHook, kube: Any) -> None:
     spec = new_spec(NS, headless=True, max_ready_slices=0)
     await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
-    statuses = hook.a_watch_status(spec.name, NS, max_consecutive_errors=2)
+    statuses = hook.a_watch_status(spec.name, NS, outage_tolerance=2)
     while not (await statuses.__anext__()).head_ready:  # settle: the JobSet exists, nothing changes now
         pass
 
     async def drop_repeatedly() -> None:
-        for _ in range(5):  # more drops than the consecutive-error budget, each followed by a reconnect
+        for _ in range(5):  # drops over more than the outage tolerance, each followed by a reconnect
             before = kube.control("requests")["by_verb"].get("watch", 0)
             await asyncio.to_thread(kube.control, "watches/drop")
             deadline = asyncio.get_running_loop().time() + 10

@@ -168,7 +168,7 @@ def test_retry_reattaches_to_the_job_it_created(kube: Any, capfd: pytest.Capture
     assert watcher.failures == []  # type: ignore[attr-defined]
     assert outcome.state == "success"
     assert outcome.try_number == 2
-    assert "Reconnecting to existing job" in logs
+    assert "Reattaching to PathwaysJob suspended/" in logs
     assert creates(kube) == 1
     assert len(uids) == 1
 

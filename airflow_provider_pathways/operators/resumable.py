@@ -1,0 +1,136 @@
+"""Submit once, follow to the end, and on a retry reattach by the rules in :mod:`..reattach`."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from abc import abstractmethod
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_provider_pathways.reattach import JobJudgement, ReattachAction, reattach_action
+
+if TYPE_CHECKING:
+    from airflow.sdk.definitions.context import Context
+    from pydantic import JsonValue
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When a wait must end (epoch seconds, None for never) and which limit set it."""
+
+    at: float | None = None
+    reason: str | None = None
+
+    def passed(self) -> bool:
+        return self.at is not None and time.time() >= self.at
+
+
+def task_deadline(task: BaseOperator, context: Context, wait_timeout: float | None) -> Deadline:
+    """The earlier of ``wait_timeout`` from now and the end of the task's ``execution_timeout``.
+
+    Airflow does not enforce ``execution_timeout`` while a task is deferred, so the trigger gets it
+    as its deadline and the operator cleans up when it fires.
+    """
+    candidates: list[tuple[float, str]] = []
+    if wait_timeout:
+        candidates.append((time.time() + wait_timeout, "wait_timeout"))
+    start = getattr(context.get("ti"), "start_date", None)
+    if task.execution_timeout and isinstance(start, datetime):
+        candidates.append((start.timestamp() + task.execution_timeout.total_seconds(), "execution_timeout"))
+    if not candidates:
+        return Deadline()
+    at, reason = min(candidates)
+    return Deadline(at, reason)
+
+
+class ReattachingJobOperator(BaseOperator):
+    """
+    Base of the operators that submit one job and follow it, with or without the triggerer.
+
+    The submitted job's id is kept in ``task_state_store`` under ``external_id_key`` before it
+    is followed. A retry of the same task instance judges that job first (:meth:`judge_job`):
+    running or queued, it is followed again; succeeded, its result is reported without running
+    it again; ended by preemption or another infrastructure failure, it is replaced by a fresh
+    job; ended by a program failure or a refused spec, the task fails at once. The one judgement
+    of a job's end (XComs, log tail, deletion, the classified exception) is :meth:`finish_job`,
+    used on a first try, after a reattach, when polling and when resuming from the triggerer.
+    """
+
+    external_id_key: str = "job"
+
+    @abstractmethod
+    def submit_job(self, context: Context) -> JsonValue:
+        """Submit the job; its id, to be kept for a retry."""
+
+    @abstractmethod
+    def judge_job(self, external_id: JsonValue, context: Context) -> JobJudgement | None:
+        """Where the job an earlier try submitted stands; None when it is not this task's job."""
+
+    @abstractmethod
+    def follow_job(self, external_id: JsonValue, context: Context) -> Any:
+        """Wait for the job (polling, or deferring to the triggerer) and return :meth:`finish_job`."""
+
+    @abstractmethod
+    def finish_job(self, context: Context, external_id: JsonValue, observed: Any = None) -> Any:
+        """Judge the job's end: the task's result on success; raise the classified failure."""
+
+    @abstractmethod
+    def discard_job(self, external_id: JsonValue, reason: str, *, wait: bool = False) -> None:
+        """Delete or cancel the job (replaced, given up or killed); harmless if it is gone.
+        ``wait``: return once it is gone, so that a fresh job can take its place."""
+
+    @abstractmethod
+    def describe_job(self, external_id: JsonValue) -> str:
+        """The job as a user names it, e.g. ``PathwaysJob ml/train-1a2b`` or ``Slurm job 42``."""
+
+    def run_job(self, context: Context) -> Any:
+        """Reattach to the job an earlier try submitted, or submit one; then follow it."""
+        store = context.get("task_state_store")
+        stored = store.get(self.external_id_key) if store is not None else None
+        if stored is not None:
+            judgement = self.judge_job(stored, context)
+            if judgement is not None:
+                result = self._reattach(stored, judgement, context)
+                if result is not _SUBMIT:
+                    return result
+        external_id = self.submit_job(context)
+        if store is not None and external_id is not None:
+            store.set(self.external_id_key, external_id)
+        return self.follow_job(external_id, context)
+
+    def _reattach(self, stored: JsonValue, judgement: JobJudgement, context: Context) -> Any:
+        action = reattach_action(judgement)
+        job = self.describe_job(stored)
+        detail = f": {judgement.message}" if judgement.message else ""
+        if action is ReattachAction.FOLLOW:
+            self.log.info("Reattaching to %s, submitted by an earlier try%s", job, detail)
+            return self.follow_job(stored, context)
+        if action is ReattachAction.REPORT_SUCCESS:
+            self.log.info("%s succeeded after an earlier try ended; reporting it, not running it again", job)
+            return self.finish_job(context, stored)
+        failure = judgement.failure.value if judgement.failure else "unknown"
+        if action is ReattachAction.REPLACE:
+            self.log.warning(
+                "%s ended (%s) after an earlier try ended%s; submitting a fresh job", job, failure, detail
+            )
+            self.discard_job(stored, f"replaced after {failure}", wait=True)
+            self.forget_job(context)
+            return _SUBMIT
+        self.log.error(
+            "%s failed (%s) after an earlier try ended%s; not running it again", job, failure, detail
+        )
+        return self.finish_job(context, stored)
+
+    def forget_job(self, context: Context | None) -> None:
+        """Drop the kept job id: the next try submits a fresh job."""
+        store = context.get("task_state_store") if context is not None else None
+        if store is not None:
+            with contextlib.suppress(Exception):  # best effort; a stale id is judged again
+                store.delete(self.external_id_key)
+
+
+_SUBMIT = object()
