@@ -5,6 +5,9 @@
 - ``GET /sandbox/requests``, ``POST /sandbox/requests/reset``: API request counters.
 - ``POST /sandbox/reset``: delete every object and forget simulation state.
 - ``GET /sandbox/state``: object counts, resourceVersions, open watches.
+- ``GET /sandbox/kueue``: the simulated Kueue's quotas and Workloads; ``POST
+  /sandbox/kueue?queue=Q&quota_chips=N`` sets the TPU chips the admitted Workloads of LocalQueue ``Q``
+  may hold together (``none``: unlimited).
 - ``POST /sandbox/namespaces/{ns}/jobsets/{name}/{action}``: scenario actions (see ``controllers.scenarios``).
 """
 
@@ -62,8 +65,29 @@ async def handle(request: web.Request, state: ServerState) -> web.Response:
                 "compactedResourceVersion": str(store.compacted_resource_version),
                 "objects": store.counts(),
                 "openWatches": state.open_watches,
+                "jobsetCreateFailures": state.manager.pathways.create_failures() if state.manager else {},
             }
         )
+    if parts == ["kueue"]:
+        if state.manager is None:
+            raise ApiError(409, "controllers are disabled on this stand-in", "Conflict")
+        kueue = state.manager.kueue
+        if request.method == "POST":
+            queue = request.query.get("queue", "")
+            raw = request.query.get("quota_chips", "none")
+            try:
+                if raw == "none":
+                    kueue.quotas.pop(queue, None)
+                else:
+                    kueue.quotas[queue] = max(0, int(raw))
+            except ValueError:
+                raise ApiError(
+                    400, f"quota_chips must be an integer or 'none', got {raw!r}", "BadRequest"
+                ) from None
+            kueue.enqueue(("schedule",))
+        else:
+            _require(request, "GET")
+        return _json(kueue.state())
     if len(parts) == 5 and parts[0] == "namespaces" and parts[2] == "jobsets":
         _require(request, "POST")
         if state.manager is None:

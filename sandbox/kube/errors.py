@@ -75,13 +75,13 @@ def conflict(rt: ResourceType, name: str, why: str) -> ApiError:
     )
 
 
-def invalid(rt: ResourceType, name: str, causes: list[dict[str, str]]) -> ApiError:
-    """422 ``Invalid`` naming every offending field, as the API server words it."""
+def invalid(rt: ResourceType, name: str, causes: list[dict[str, str]], prefix: str = "") -> ApiError:
+    """422 ``Invalid`` naming every offending field, as the API server (or a webhook, ``prefix``) words it."""
     texts = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes]
     joined = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
     details = _details(rt, name, rt.kind)
     details["causes"] = causes
-    return ApiError(422, f'{rt.qualified_kind} "{name}" is invalid: {joined}', "Invalid", details)
+    return ApiError(422, f'{prefix}{rt.qualified_kind} "{name}" is invalid: {joined}', "Invalid", details)
 
 
 def bad_request(message: str) -> ApiError:

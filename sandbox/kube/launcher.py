@@ -27,7 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKEN_ENV = "SANDBOX_KUBE_TOKEN"
 KUBE_JSON = "kube.json"
 LOG_FILE = "kube.log"
-_GET_PATHS = frozenset({"requests", "state"})
+_GET_PATHS = frozenset({"requests", "state", "kueue"})
 
 
 class KubeStandinError(RuntimeError):
@@ -67,7 +67,7 @@ class KubeStandin:
         """Call a ``/sandbox/`` endpoint, e.g. ``control("compact")`` or
         ``control("namespaces/default/jobsets/x/preempt-slice", slice=1)``.
 
-        GET for ``requests`` and ``state``, POST otherwise (override with ``method``).
+        GET for ``requests``, ``state`` and ``kueue``, POST otherwise (override with ``method``).
         """
         path = path.strip("/")
         path = path.removeprefix("sandbox/")

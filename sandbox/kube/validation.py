@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from sandbox.kube import webhooks
 from sandbox.kube.errors import ApiError, invalid
 from sandbox.kube.resources import ResourceType
 
@@ -61,32 +62,6 @@ def _shown(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return json.dumps(_type_name(value))
     return json.dumps(value)
-
-
-def validate_metadata(obj: dict[str, Any]) -> list[Cause]:
-    """Checks the API server applies to ``metadata.name`` of every object."""
-    name = (obj.get("metadata") or {}).get("name")
-    if not name:
-        return [
-            {
-                "reason": "FieldValueRequired",
-                "message": "Required value: name or generateName is required",
-                "field": "metadata.name",
-            }
-        ]
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-        return [
-            {
-                "reason": "FieldValueInvalid",
-                "message": (
-                    f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
-                    "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
-                    "character"
-                ),
-                "field": "metadata.name",
-            }
-        ]
-    return []
 
 
 @dataclass
@@ -383,9 +358,20 @@ def admit(
     strict: bool = False,
     warnings: list[str] | None = None,
 ) -> None:
-    """Default, prune and validate ``obj`` in place before it is stored; raise 422/400 ``ApiError``."""
+    """Default, prune and validate ``obj`` in place before it is stored; raise 422/400 ``ApiError``.
+
+    As a GKE cluster with JobSet and Kueue: mutating webhooks (JobSet defaults, Kueue's suspend at
+    creation), then the API server's validation (object metadata, CRD schemas, Job and pod names),
+    then the JobSet validating webhook on create.
+    """
     name = (obj.get("metadata") or {}).get("name") or ""
-    causes = validate_metadata(obj) if old is None else []
+    if rt.plural == "jobsets":
+        jobset_defaults(obj)
+        if old is None:
+            webhooks.jobset_webhook_defaults(obj)
+            webhooks.kueue_defaults(obj)
+    causes = webhooks.metadata_causes(rt, obj) if old is None else _changed_metadata_causes(rt, obj, old)
+    causes += webhooks.workload_causes(rt, obj) if old is None else []
     if rt.plural == "pathwaysjobs":
         schema = pathwaysjob_schema()
         schema.apply_defaults(obj)
@@ -398,7 +384,18 @@ def admit(
                 warnings.extend(f'unknown field "{path}"' for path in dropped)
         causes += schema.validate(obj, old)
     elif rt.plural == "jobsets":
-        jobset_defaults(obj)
         causes += validate_jobset(obj, old)
     if causes:
         raise invalid(rt, name, causes)
+    if rt.plural == "jobsets" and old is None:
+        webhook_causes = webhooks.jobset_create_causes(obj)
+        if webhook_causes:
+            raise invalid(rt, name, webhook_causes, prefix=webhooks.WEBHOOK_PREFIX)
+
+
+def _changed_metadata_causes(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """Labels and annotations are checked again on update when they changed."""
+    new_md, old_md = obj.get("metadata") or {}, old.get("metadata") or {}
+    if (new_md.get("labels"), new_md.get("annotations")) == (old_md.get("labels"), old_md.get("annotations")):
+        return []
+    return webhooks.object_meta_causes(new_md, "metadata")

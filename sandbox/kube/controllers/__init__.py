@@ -4,7 +4,7 @@
 - ``jobset``: JobSet -> batch Jobs, restarts, success/failure policies, suspend/resume.
 - ``job``: Indexed Job -> pods, success/failure counting, suspension.
 - ``kubelet``: pod scheduling and start, container logs, the user program in the head pod.
-- ``kueue``: Workloads for queued JobSets, eviction and re-admission.
+- ``kueue``: Workloads for queued JobSets: quota, admission, preemption, eviction, re-admission.
 - ``scenarios``: actions for tests (preempt a slice, lose a node, end the program, evict, ...).
 """
 
@@ -74,8 +74,7 @@ class ControllerManager:
                 self.pathways.enqueue((namespace, owner["name"]))
             if deleted:
                 self.sim.forget_jobset(uid)
-            elif event.type == "ADDED":
-                self.kueue.enqueue((namespace, name))
+            self.kueue.enqueue((namespace, name))
         elif event.resource == "jobs":
             self.jobs.enqueue((namespace, name))
             if owner.get("kind") == "JobSet":

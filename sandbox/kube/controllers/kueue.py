@@ -1,27 +1,77 @@
-"""Simulated Kueue: a Workload per queued JobSet, eviction (preemption) and re-admission."""
+"""Simulated Kueue: a Workload per queued JobSet, a ClusterQueue with a TPU quota, admission, eviction.
+
+As kueue does it:
+
+- a JobSet labelled ``kueue.x-k8s.io/queue-name`` is created suspended (the webhook, see
+  ``sandbox/kube/webhooks.py``) and gets a Workload named ``jobset-<name>-<5 hex>`` (``workload_names.go``:
+  SHA-1 of kind, group, name and uid), owned by the JobSet;
+- the Workload waits with ``QuotaReserved`` False (reason ``Pending``, "couldn't assign flavors ...")
+  until it may be admitted: the quota of its queue (``quotas[<LocalQueue>]``, TPU chips over the
+  queue's admitted Workloads; unlimited by default; each LocalQueue has its own ClusterQueue here) and
+  the ``sandbox.pathways.dev/kueue-admit-after-seconds`` knob (seconds after queueing, or ``never``);
+  higher ``kueue.x-k8s.io/priority-class`` first, then first come first served;
+- admission sets ``QuotaReserved`` and ``Admitted`` True and unsuspends the JobSet; a workload that does
+  not fit may preempt lower-priority admitted ones (``Evicted`` reason ``Preempted``, ``Preempted``
+  reason ``InClusterQueue``), which go back to the queue;
+- eviction (``evict`` action) suspends the JobSet with one of the real reasons (``Preempted``,
+  ``PodsReadyTimeout``, ``NodeFailures``, ``ClusterQueueStopped``, or ``RequeuingLimitExceeded``, which
+  deactivates the Workload for good) and requeues it (``Requeued``);
+- a finished JobSet gets ``Finished`` True on its Workload, which frees its quota.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import time
 from typing import Any
 
 from sandbox.kube.controllers.base import Controller
 from sandbox.kube.controllers.events import EventRecorder
-from sandbox.kube.controllers.shape import QUEUE_NAME, pods_per_job, replicated_jobs
+from sandbox.kube.controllers.knobs import PREFIX
+from sandbox.kube.controllers.shape import QUEUE_NAME, pod_template_spec, pods_per_job, replicated_jobs
 from sandbox.kube.errors import ApiError
 from sandbox.kube.meta import owner_reference, rfc3339
 from sandbox.kube.resources import JOBSETS, WORKLOADS
 from sandbox.kube.store import Store
 
-PREEMPTION_MESSAGE = (
-    "Preempted to accommodate a workload (UID: sandbox-preemptor) due to prioritization in the ClusterQueue"
+COMPONENT = "kueue-admission"
+CLUSTER_QUEUE = "cluster-queue"
+PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
+ADMIT_AFTER = PREFIX + "kueue-admit-after-seconds"
+# xpk's priority classes (kueue_config.yaml.j2) and their values.
+PRIORITIES = {"very-low": 100, "low": 250, "medium": 500, "high": 750, "very-high": 1000}
+SCHEDULE = ("schedule",)
+EVICTION_REASONS = (
+    "Preempted",
+    "PodsReadyTimeout",
+    "NodeFailures",
+    "ClusterQueueStopped",
+    "RequeuingLimitExceeded",
 )
+PREEMPTION_MESSAGE = (
+    "Preempted to accommodate a workload (UID: sandbox-preemptor, JobUID: sandbox-preemptor) due to "
+    "prioritization in the ClusterQueue"
+)
+_EVICTION_MESSAGES = {
+    "Preempted": PREEMPTION_MESSAGE,
+    "PodsReadyTimeout": "Exceeded the PodsReady timeout {namespace}/{name}",
+    "NodeFailures": "Workload was evicted as there were failed nodes: gke-tpu-pool-{slice}",
+    "ClusterQueueStopped": "The ClusterQueue is stopped",
+    "RequeuingLimitExceeded": (
+        "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
+    ),
+}
+JOBSET_GVK = ("JobSet", "jobset.x-k8s.io")
+MAX_PREFIX = 253 - 1 - 5
 
 
 def workload_name(jobset: dict[str, Any]) -> str:
-    """``jobset-<name>-<5 hex chars>``, the shape of Kueue's workload names."""
-    digest = hashlib.sha1(jobset["metadata"]["uid"].encode()).hexdigest()[:5]
-    return f"jobset-{jobset['metadata']['name']}-{digest}"
+    """Kueue's ``GetWorkloadNameForOwnerWithGVK``: ``jobset-<name>-<sha1(kind, group, name, uid)[:5]>``."""
+    md = jobset["metadata"]
+    kind, group = JOBSET_GVK
+    digest = hashlib.sha1("\n".join((kind, group, md["name"], md["uid"])).encode()).hexdigest()[:5]
+    return f"{(kind.lower() + '-' + md['name'])[:MAX_PREFIX]}-{digest}"
 
 
 def _condition(type_: str, status: str, reason: str, message: str) -> dict[str, Any]:
@@ -38,38 +88,123 @@ def _condition(type_: str, status: str, reason: str, message: str) -> dict[str, 
 def _set(conditions: list[dict[str, Any]], new: dict[str, Any]) -> None:
     for i, cond in enumerate(conditions):
         if cond.get("type") == new["type"]:
-            if (cond.get("status"), cond.get("reason")) != (new["status"], new["reason"]):
+            if (cond.get("status"), cond.get("reason"), cond.get("message")) != (
+                new["status"],
+                new["reason"],
+                new["message"],
+            ):
+                if cond.get("status") == new["status"]:
+                    new = dict(new, lastTransitionTime=cond.get("lastTransitionTime"))
                 conditions[i] = new
             return
     conditions.append(new)
 
 
+def _true(obj: dict[str, Any] | None, type_: str) -> bool:
+    return any(
+        c.get("type") == type_ and c.get("status") == "True"
+        for c in ((obj or {}).get("status") or {}).get("conditions") or []
+    )
+
+
+def _chips(jobset: dict[str, Any]) -> int:
+    """TPU chips the JobSet's pods request (``google.com/tpu`` limits)."""
+    total = 0
+    for rjob in replicated_jobs(jobset):
+        per_pod = 0
+        for container in pod_template_spec(rjob).get("containers") or []:
+            limit = ((container.get("resources") or {}).get("limits") or {}).get("google.com/tpu", 0)
+            with contextlib.suppress(ValueError):
+                per_pod += int(str(limit))
+        total += int(rjob.get("replicas", 1)) * pods_per_job(rjob) * per_pod
+    return total
+
+
+def _admit_after(jobset: dict[str, Any]) -> float | None:
+    """Seconds after queueing before admission is allowed; None = never."""
+    raw = str(((jobset.get("metadata") or {}).get("annotations") or {}).get(ADMIT_AFTER, "0")).strip()
+    if raw.lower() == "never":
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        return 0.0
+
+
 class KueueController(Controller):
-    """Admits every JobSet labelled ``kueue.x-k8s.io/queue-name`` at once (one Workload each)."""
+    """Queues, admits and evicts the Workloads of JobSets labelled ``kueue.x-k8s.io/queue-name``."""
 
     name = "kueue"
 
     def __init__(self, store: Store, events: EventRecorder):
         super().__init__(store)
         self.events = events
+        #: TPU chips the admitted Workloads of a LocalQueue may hold together; absent = unlimited.
+        self.quotas: dict[str, int] = {}
+        self._queued_at: dict[str, float] = {}  # workload uid -> monotonic time it (re)entered the queue
+        self._held: set[str] = set()  # workload uids a test evicted without automatic re-admission
 
+    def reset(self) -> None:
+        super().reset()
+        self.quotas.clear()
+        self._queued_at.clear()
+        self._held.clear()
+
+    # -- reconcile --------------------------------------------------------------------------------
     def reconcile(self, key: Any) -> None:
+        if key == SCHEDULE:
+            self.schedule()
+            return
         namespace, name = key
         jobset = self.store.find(JOBSETS, namespace, name)
         if jobset is None or not (jobset["metadata"].get("labels") or {}).get(QUEUE_NAME):
+            self.enqueue(SCHEDULE)
             return
-        self.ensure_workload(jobset)
+        workload = self.ensure_workload(jobset)
+        finished = next(
+            (
+                c
+                for c in (jobset.get("status") or {}).get("conditions") or []
+                if c.get("status") == "True" and c.get("type") in ("Completed", "Failed")
+            ),
+            None,
+        )
+        if finished is not None and not _true(workload, "Finished"):
+            success = finished["type"] == "Completed"
+            self._write(
+                workload,
+                lambda c: _set(
+                    c,
+                    _condition(
+                        "Finished",
+                        "True",
+                        "Succeeded" if success else "Failed",
+                        "Job finished successfully" if success else finished.get("message") or "Job failed",
+                    ),
+                ),
+            )
+        self.enqueue(SCHEDULE)
 
     def ensure_workload(self, jobset: dict[str, Any]) -> dict[str, Any]:
         md = jobset["metadata"]
         existing = self.store.find(WORKLOADS, md["namespace"], workload_name(jobset))
         if existing is not None:
             return existing
+        labels = md.get("labels") or {}
+        priority_class = labels.get(PRIORITY_CLASS, "")
         pod_sets = [
             {"name": r["name"], "count": int(r.get("replicas", 1)) * pods_per_job(r)}
             for r in replicated_jobs(jobset)
         ]
-        admitted = "The workload is admitted"
+        spec: dict[str, Any] = {
+            "queueName": labels.get(QUEUE_NAME, ""),
+            "active": True,
+            "priority": PRIORITIES.get(priority_class, 0),
+            "podSets": pod_sets,
+        }
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+            spec["priorityClassSource"] = "kueue.x-k8s.io/workloadpriorityclass"
         workload = {
             "apiVersion": WORKLOADS.api_version,
             "kind": WORKLOADS.kind,
@@ -79,90 +214,251 @@ class KueueController(Controller):
                 "labels": {"kueue.x-k8s.io/job-uid": md["uid"]},
                 "ownerReferences": [owner_reference(jobset)],
             },
-            "spec": {
-                "queueName": (md.get("labels") or {}).get(QUEUE_NAME, ""),
-                "active": True,
-                "priority": 0,
-                "podSets": pod_sets,
-            },
-            "status": {
-                "admission": {
-                    "clusterQueue": "cluster-queue",
-                    "podSetAssignments": [{"name": p["name"], "count": p["count"]} for p in pod_sets],
-                },
-                "conditions": [
-                    _condition(
-                        "QuotaReserved",
-                        "True",
-                        "QuotaReserved",
-                        "Quota reserved in ClusterQueue cluster-queue",
-                    ),
-                    _condition("Admitted", "True", "Admitted", admitted),
-                ],
-            },
+            "spec": spec,
+            "status": {},
         }
         try:
-            return self.store.create(WORKLOADS, workload, namespace=md["namespace"], from_api=False)
+            created = self.store.create(WORKLOADS, workload, namespace=md["namespace"], from_api=False)
         except ApiError as err:
             if err.code != 409:
                 raise
             return self.store.get(WORKLOADS, md["namespace"], workload_name(jobset))
+        self._queued_at[created["metadata"]["uid"]] = time.monotonic()
+        return created
 
-    def evict(self, jobset: dict[str, Any]) -> dict[str, Any] | None:
-        """Evict the Workload (``Evicted``/``Preempted`` True) and suspend the JobSet, as Kueue does."""
-        workload = self.ensure_workload(jobset)
+    # -- scheduling -------------------------------------------------------------------------------
+    def _owner(self, workload: dict[str, Any]) -> dict[str, Any] | None:
+        for ref in workload["metadata"].get("ownerReferences") or []:
+            if ref.get("kind") == "JobSet":
+                jobset = self.store.find(JOBSETS, workload["metadata"]["namespace"], ref["name"])
+                if jobset is not None and jobset["metadata"]["uid"] == ref.get("uid"):
+                    return jobset
+        return None
 
-        def evicted(obj: dict[str, Any]) -> None:
+    def schedule(self) -> None:
+        """Admit what fits, per queue: highest priority and oldest first, preempting lower priorities."""
+        now = time.monotonic()
+        admitted: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+        pending: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for workload in self.store.list(WORKLOADS):
+            jobset = self._owner(workload)
+            if jobset is None or _true(workload, "Finished"):
+                continue
+            queue = str((workload.get("spec") or {}).get("queueName", ""))
+            if _true(workload, "Admitted"):
+                admitted.setdefault(queue, []).append((workload, jobset))
+            elif (workload.get("spec") or {}).get("active", True) and workload["metadata"][
+                "uid"
+            ] not in self._held:
+                pending.append((workload, jobset))
+        used = {queue: sum(_chips(js) for _, js in pairs) for queue, pairs in admitted.items()}
+        pending.sort(
+            key=lambda pair: (
+                -int(pair[0]["spec"].get("priority", 0)),
+                self._queued_at.get(pair[0]["metadata"]["uid"], 0),
+            )
+        )
+        for workload, jobset in pending:
+            queue = str(workload["spec"].get("queueName", ""))
+            delay = _admit_after(jobset)
+            if delay is None:
+                self._mark_pending(workload, "couldn't assign flavors to pod set worker: no capacity (held)")
+                continue
+            waited = now - self._queued_at.setdefault(workload["metadata"]["uid"], now)
+            if waited < delay:
+                self._mark_pending(
+                    workload, "couldn't assign flavors to pod set worker: waiting for capacity"
+                )
+                self.enqueue_after(delay - waited + 0.01, SCHEDULE)
+                continue
+            need, quota = _chips(jobset), self.quotas.get(queue)
+            in_queue = admitted.setdefault(queue, [])
+            if quota is not None and used.get(queue, 0) + need > quota:
+                missing = used.get(queue, 0) + need - quota
+                victims = self._victims(workload, in_queue, missing)
+                if victims is None:
+                    self._mark_pending(
+                        workload,
+                        "couldn't assign flavors to pod set worker: insufficient unused quota for "
+                        f"google.com/tpu in flavor tpu, {missing} more needed",
+                    )
+                    continue
+                for victim, victim_jobset in victims:
+                    self.evict(victim_jobset, "Preempted", readmit="auto")
+                    in_queue.remove((victim, victim_jobset))
+                    used[queue] = used.get(queue, 0) - _chips(victim_jobset)
+            self.admit(jobset)
+            in_queue.append((workload, jobset))
+            used[queue] = used.get(queue, 0) + need
+
+    def _victims(
+        self, workload: dict[str, Any], admitted: list[tuple[dict[str, Any], dict[str, Any]]], missing: int
+    ) -> list[tuple[dict[str, Any], dict[str, Any]]] | None:
+        """Lower-priority admitted workloads whose chips cover ``missing`` (lowest, newest first)."""
+        priority = int(workload["spec"].get("priority", 0))
+        candidates = sorted(
+            (pair for pair in admitted if int(pair[0]["spec"].get("priority", 0)) < priority),
+            key=lambda pair: (
+                int(pair[0]["spec"].get("priority", 0)),
+                -self._queued_at.get(pair[0]["metadata"]["uid"], 0),
+            ),
+        )
+        chosen, freed = [], 0
+        for pair in candidates:
+            if freed >= missing:
+                break
+            chosen.append(pair)
+            freed += _chips(pair[1])
+        return chosen if freed >= missing else None
+
+    def _mark_pending(self, workload: dict[str, Any], message: str) -> None:
+        def change(conditions: list[dict[str, Any]]) -> None:
+            _set(conditions, _condition("QuotaReserved", "False", "Pending", message))
+
+        before = next(
+            (
+                c
+                for c in (workload.get("status") or {}).get("conditions") or []
+                if c.get("type") == "QuotaReserved"
+            ),
+            None,
+        )
+        written = self._write(workload, change)
+        if written is not None and (before is None or before.get("message") != message):
+            self.events.record(written, "Normal", "Pending", message, COMPONENT)
+
+    # -- admission and eviction -------------------------------------------------------------------
+    def _write(
+        self, workload: dict[str, Any], change: Any, status_change: Any = None
+    ) -> dict[str, Any] | None:
+        def apply(obj: dict[str, Any]) -> None:
             status = obj.setdefault("status", {})
-            conditions = status.setdefault("conditions", [])
-            _set(conditions, _condition("Evicted", "True", "Preempted", PREEMPTION_MESSAGE))
-            _set(conditions, _condition("Preempted", "True", "InClusterQueue", PREEMPTION_MESSAGE))
-            _set(conditions, _condition("QuotaReserved", "False", "Pending", PREEMPTION_MESSAGE))
+            change(status.setdefault("conditions", []))
+            if status_change is not None:
+                status_change(status)
+
+        md = workload["metadata"]
+        return self.store.mutate(WORKLOADS, md["namespace"], md["name"], apply, subresource="status")
+
+    def admit(self, jobset: dict[str, Any]) -> dict[str, Any] | None:
+        """Reserve quota, admit the Workload and unsuspend the JobSet (Kueue's ``RunWithPodSetsInfo``)."""
+        workload = self.ensure_workload(jobset)
+        self._held.discard(workload["metadata"]["uid"])
+        waited = time.monotonic() - self._queued_at.get(workload["metadata"]["uid"], time.monotonic())
+        reserved = f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}, wait time since queued was {waited:.0f}s"
+
+        def change(conditions: list[dict[str, Any]]) -> None:
+            _set(conditions, _condition("QuotaReserved", "True", "QuotaReserved", reserved))
+            _set(conditions, _condition("Admitted", "True", "Admitted", "The workload is admitted"))
+            for type_ in ("Evicted", "Preempted"):
+                old = next((c for c in conditions if c.get("type") == type_), None)
+                if old is not None and old.get("status") == "True":
+                    _set(
+                        conditions,
+                        _condition(type_, "False", "QuotaReserved", f"Previously: {old.get('message')}"),
+                    )
+
+        def admission(status: dict[str, Any]) -> None:
+            status["admission"] = {
+                "clusterQueue": CLUSTER_QUEUE,
+                "podSetAssignments": [
+                    {"name": p["name"], "count": p["count"], "flavors": {"google.com/tpu": "tpu"}}
+                    for p in workload["spec"].get("podSets") or []
+                ],
+            }
+
+        written = self._write(workload, change, admission)
+        if written is not None:
+            self.events.record(written, "Normal", "QuotaReserved", reserved, COMPONENT)
+            self.events.record(
+                written, "Normal", "Admitted", f"Admitted by ClusterQueue {CLUSTER_QUEUE}", COMPONENT
+            )
+        self._suspend(jobset, False)
+        return written
+
+    def evict(
+        self,
+        jobset: dict[str, Any],
+        reason: str = "Preempted",
+        *,
+        readmit: str = "never",
+        slice_index: int = 0,
+    ) -> dict[str, Any] | None:
+        """Evict the Workload with a Kueue reason, suspend the JobSet and requeue it.
+
+        ``readmit``: ``auto`` (admit again when it fits), ``never`` (until the ``resume``/``admit`` action).
+        ``RequeuingLimitExceeded`` deactivates the Workload (``spec.active: false``) for good.
+        """
+        if reason not in EVICTION_REASONS:
+            raise ApiError(400, f"unknown eviction reason {reason!r}; known: {', '.join(EVICTION_REASONS)}")
+        workload = self.ensure_workload(jobset)
+        md = jobset["metadata"]
+        message = _EVICTION_MESSAGES[reason].format(
+            namespace=md["namespace"], name=md["name"], slice=slice_index
+        )
+        deactivated = reason == "RequeuingLimitExceeded"
+        evicted_reason = "DeactivatedDueToRequeuingLimitExceeded" if deactivated else reason
+
+        def change(conditions: list[dict[str, Any]]) -> None:
+            _set(conditions, _condition("Evicted", "True", evicted_reason, message))
+            if reason == "Preempted":
+                _set(conditions, _condition("Preempted", "True", "InClusterQueue", message))
+            _set(conditions, _condition("QuotaReserved", "False", "Pending", message))
             _set(
                 conditions,
                 _condition("Admitted", "False", "NoReservation", "The workload has no reservation"),
             )
+            if deactivated:
+                _set(conditions, _condition("Requeued", "False", "RequeuingLimitExceeded", message))
+            else:
+                _set(conditions, _condition("Requeued", "True", reason, "Requeued after eviction"))
+
+        def drop_admission(status: dict[str, Any]) -> None:
             status.pop("admission", None)
 
-        md = workload["metadata"]
-        written = self.store.mutate(WORKLOADS, md["namespace"], md["name"], evicted, subresource="status")
+        written = self._write(workload, change, drop_admission)
+        if deactivated:
+
+            def deactivate(obj: dict[str, Any]) -> None:
+                obj["spec"]["active"] = False
+
+            self.store.mutate(WORKLOADS, md["namespace"], workload["metadata"]["name"], deactivate)
         if written is not None:
-            self.events.record(written, "Normal", "Preempted", PREEMPTION_MESSAGE, "kueue-admission")
+            self.events.record(written, "Normal", f"EvictedDue{reason}", message, COMPONENT)
+            if reason == "Preempted":
+                self.events.record(written, "Normal", "Preempted", message, COMPONENT)
+        uid = workload["metadata"]["uid"]
+        self._queued_at[uid] = time.monotonic()
+        if readmit == "auto":
+            self._held.discard(uid)
+        else:
+            self._held.add(uid)
         self._suspend(jobset, True)
+        self.enqueue(SCHEDULE)
         return written
 
     def readmit(self, jobset: dict[str, Any]) -> dict[str, Any] | None:
-        """Re-admit an evicted Workload (``Evicted``/``Preempted`` False, ``Admitted`` True)."""
+        """Admit a queued or evicted Workload now (ignores quota and delay); None without a Workload."""
         md = jobset["metadata"]
         if self.store.find(WORKLOADS, md["namespace"], workload_name(jobset)) is None:
             return None
-
-        def admitted(obj: dict[str, Any]) -> None:
-            status = obj.setdefault("status", {})
-            conditions = status.setdefault("conditions", [])
-            _set(
-                conditions,
-                _condition(
-                    "QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cluster-queue"
-                ),
-            )
-            _set(conditions, _condition("Admitted", "True", "Admitted", "The workload is admitted"))
-            _set(
-                conditions,
-                _condition("Evicted", "False", "QuotaReserved", "Previously: " + PREEMPTION_MESSAGE),
-            )
-            _set(
-                conditions,
-                _condition("Preempted", "False", "QuotaReserved", "Previously: " + PREEMPTION_MESSAGE),
-            )
-            status["admission"] = {"clusterQueue": "cluster-queue"}
-
-        return self.store.mutate(
-            WORKLOADS, md["namespace"], workload_name(jobset), admitted, subresource="status"
-        )
+        return self.admit(jobset)
 
     def _suspend(self, jobset: dict[str, Any], suspend: bool) -> None:
         def apply(obj: dict[str, Any]) -> None:
             obj["spec"]["suspend"] = suspend
 
         self.store.mutate(JOBSETS, jobset["metadata"]["namespace"], jobset["metadata"]["name"], apply)
+
+    def state(self) -> dict[str, Any]:
+        """Quotas and the Workloads by state, for ``GET /sandbox/kueue``."""
+        out: dict[str, Any] = {"quotas": dict(self.quotas), "admitted": [], "pending": [], "finished": []}
+        for workload in self.store.list(WORKLOADS):
+            key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
+            if _true(workload, "Finished"):
+                out["finished"].append(key)
+            elif _true(workload, "Admitted"):
+                out["admitted"].append(key)
+            else:
+                out["pending"].append(key)
+        return out

@@ -4,13 +4,16 @@ On reconcile: if a JobSet of the same name exists, mirror its **last** condition
 PathwaysJob when that condition is True (``StartupPolicyInProgress`` -> ``Pending``,
 ``StartupPolicyCompleted`` -> ``Running``, ``Suspended``, ``Completed``, ``Failed``; a new condition
 is appended and the previous last one set to False), and set ``terminalState``. Otherwise check the
-topology for the machine type: invalid -> ``status.terminalState: Failed`` with no conditions and no
-JobSet; valid -> create the JobSet. ``status.restarts`` is never written, and ``Running`` is not reset
-when the JobSet restarts (both as upstream).
+topology for the machine type and create the JobSet. Any failure to create it (a topology outside
+``ValidTpuTopologiesMap``, the JobSet webhook refusing a name longer than 22 characters, an API error)
+-> ``status.terminalState: Failed`` with no conditions and no JobSet, and the create is retried with
+backoff; ``terminalState`` stays ``Failed`` even if a later create succeeds. ``status.restarts`` is
+never written, and ``Running`` is not reset when the JobSet restarts (all as upstream).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from sandbox.kube.controllers.base import Controller
@@ -45,6 +48,10 @@ GKE_ACCELERATOR = {
     "tpu7x-standard-4t": "tpu7x",
 }
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+# Requeue delays after a failed JobSet create: doubling from RETRY_BASE up to RETRY_MAX seconds.
+RETRY_BASE = 0.2
+RETRY_MAX = 30.0
+log = logging.getLogger(__name__)
 _FIELD_ENV = "metadata.labels['jobset.sigs.k8s.io/coordinator']"
 
 
@@ -127,6 +134,30 @@ def _proxy_container(spec: dict[str, Any], as_init: bool) -> dict[str, Any]:
     return container
 
 
+def _colocation_affinity(name: str) -> dict[str, Any]:
+    def term(*expressions: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "labelSelector": {"matchExpressions": list(expressions)},
+            "topologyKey": "cloud.google.com/gke-nodepool",
+        }
+
+    return {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                term({"key": "jobset.sigs.k8s.io/jobset-name", "operator": "In", "values": [name]})
+            ]
+        },
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                term(
+                    {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "NotIn", "values": [name]},
+                    {"key": "job-name", "operator": "Exists"},
+                )
+            ]
+        },
+    }
+
+
 def build_jobset(pw: dict[str, Any]) -> dict[str, Any]:
     """The JobSet the controller creates for a PathwaysJob; raises ``InvalidTopology``."""
     spec = pw["spec"]
@@ -172,26 +203,15 @@ def build_jobset(pw: dict[str, Any]) -> dict[str, Any]:
                 _proxy_container(spec, as_init=False),
             ],
         }
-    if controller.get("deploymentMode") == "colocate_head_with_workers":
-        head_pod["tolerations"] = [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
-        head_pod["affinity"] = {
-            "podAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "labelSelector": {
-                            "matchExpressions": [
-                                {
-                                    "key": "jobset.sigs.k8s.io/jobset-name",
-                                    "operator": "In",
-                                    "values": [md["name"]],
-                                }
-                            ]
-                        },
-                        "topologyKey": "cloud.google.com/gke-nodepool",
-                    }
-                ]
-            }
-        }
+    tpu_selector = {
+        **(worker.get("nodeSelector") or {}),
+        "cloud.google.com/gke-tpu-accelerator": GKE_ACCELERATOR.get(machine, ""),
+        "cloud.google.com/gke-tpu-topology": topology,
+    }
+    colocated = controller.get("deploymentMode") == "colocate_head_with_workers"
+    if colocated:
+        # MakePathwaysHeadJobForColocateHeadWithWorkersDeployment: the head on the TPU node pool.
+        head_pod["nodeSelector"] = dict(tpu_selector)
     head_notes = dict(md.get("annotations") or {})
     if controller.get("deploymentMode", "default") == "default":
         head_notes[EXCLUSIVE_TOPOLOGY] = "kubernetes.io/hostname"
@@ -233,11 +253,7 @@ def build_jobset(pw: dict[str, Any]) -> dict[str, Any]:
                 "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
             }
         ],
-        "nodeSelector": {
-            **(worker.get("nodeSelector") or {}),
-            "cloud.google.com/gke-tpu-accelerator": GKE_ACCELERATOR.get(machine, ""),
-            "cloud.google.com/gke-tpu-topology": topology,
-        },
+        "nodeSelector": dict(tpu_selector),
         "volumes": [{"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "DirectoryOrCreate"}}],
         "hostNetwork": True,
         "dnsPolicy": "ClusterFirstWithHostNet",
@@ -246,6 +262,9 @@ def build_jobset(pw: dict[str, Any]) -> dict[str, Any]:
         worker_pod["terminationGracePeriodSeconds"] = worker["terminationGracePeriodSeconds"]
     if worker.get("priorityClassName"):
         worker_pod["priorityClassName"] = worker["priorityClassName"]
+    if colocated:
+        # MakeWorkerJob + MakePodAffinityRules: workers join the head's node pool, no other job's.
+        worker_pod["affinity"] = _colocation_affinity(md["name"])
 
     jobset_spec: dict[str, Any] = {
         "startupPolicy": {"startupPolicyOrder": "InOrder"},
@@ -326,26 +345,48 @@ class PathwaysJobController(Controller):
 
     def __init__(self, store: Store):
         super().__init__(store)
+        self._failures: dict[tuple[str, str, str], int] = {}
+
+    def reset(self) -> None:
+        super().reset()
+        self._failures.clear()
+
+    def create_failures(self) -> dict[str, int]:
+        """Failed JobSet creates per PathwaysJob (``namespace/name``) still being retried."""
+        return {f"{ns}/{name}": count for (ns, name, _), count in self._failures.items()}
 
     def reconcile(self, key: Any) -> None:
         namespace, name = key
         pw = self.store.find(PATHWAYSJOBS, namespace, name)
         if pw is None:
+            for key in [k for k in self._failures if k[:2] == (namespace, name)]:
+                del self._failures[key]
             return
         jobset = self.store.find(JOBSETS, namespace, name)
         if jobset is not None:
+            self._failures.pop((namespace, name, pw["metadata"]["uid"]), None)
             self._mirror_status(pw, jobset)
             return
         try:
             manifest = build_jobset(pw)
-        except (InvalidTopology, KeyError, IndexError, TypeError, ValueError):
-            self._set_terminal_failed(pw)
-            return
-        try:
             self.store.create(JOBSETS, manifest, namespace=namespace, from_api=False)
         except ApiError as err:
-            if err.code != 409:
-                self._set_terminal_failed(pw)
+            if err.code == 409:
+                return
+            self._create_failed(pw, err.message)
+        except (InvalidTopology, KeyError, IndexError, TypeError, ValueError) as err:
+            self._create_failed(pw, str(err))
+
+    def _create_failed(self, pw: dict[str, Any], reason: str) -> None:
+        """As upstream Reconcile: ``terminalState: Failed`` (no condition, no event), the error is only
+        logged, and the create is retried with exponential backoff (controller-runtime's requeue)."""
+        md = pw["metadata"]
+        attempt_key = (md["namespace"], md["name"], md["uid"])
+        attempts = self._failures.get(attempt_key, 0) + 1
+        self._failures[attempt_key] = attempts
+        log.error("PathwaysJob %s/%s: failed to create JobSet: %s", md["namespace"], md["name"], reason)
+        self._set_terminal_failed(pw)
+        self.enqueue_after(min(RETRY_BASE * 2 ** (attempts - 1), RETRY_MAX), (md["namespace"], md["name"]))
 
     def _set_terminal_failed(self, pw: dict[str, Any]) -> None:
         def apply(obj: dict[str, Any]) -> None:

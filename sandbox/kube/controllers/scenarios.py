@@ -13,7 +13,16 @@ from sandbox.kube.resources import JOBS, JOBSETS, PODS
 if TYPE_CHECKING:
     from sandbox.kube.controllers import ControllerManager
 
-ACTIONS = ("preempt-slice", "lose-node", "suspend", "resume", "fail-program", "complete-program", "evict")
+ACTIONS = (
+    "preempt-slice",
+    "lose-node",
+    "suspend",
+    "resume",
+    "admit",
+    "fail-program",
+    "complete-program",
+    "evict",
+)
 PREEMPTION_MESSAGE = "default-scheduler: preempting to accommodate a higher priority pod"
 NODE_LOST_MESSAGE = "PodGC: node no longer exists"
 
@@ -69,9 +78,12 @@ def run_action(
     result: dict[str, Any] = {"action": action, "namespace": namespace, "jobset": name}
     if action == "suspend":
         _set_suspend(mgr, jobset, True)
-    elif action == "resume":
-        _set_suspend(mgr, jobset, False)
-        mgr.kueue.readmit(jobset)
+    elif action in ("resume", "admit"):
+        # A Kueue-managed JobSet is resumed by admitting its Workload (ignoring quota and delay).
+        if mgr.kueue.readmit(jobset) is None:
+            if action == "admit":
+                raise ApiError(409, f"jobset {name} has no Kueue workload", "Conflict")
+            _set_suspend(mgr, jobset, False)
     elif action in ("preempt-slice", "lose-node"):
         job, pods = _slice(mgr, jobset, params)
         if not pods:
@@ -113,7 +125,15 @@ def run_action(
             raise ApiError(409, f"jobset {name} has no pending or running head pod", "Conflict")
         result["pods"], result["exit_code"] = pods, code
     elif action == "evict":
-        workload = mgr.kueue.evict(jobset)
+        readmit = params.get("readmit", "never")
+        if readmit not in ("never", "auto"):
+            raise bad_request(f"readmit must be 'never' or 'auto', got {readmit!r}")
+        workload = mgr.kueue.evict(
+            jobset,
+            params.get("reason", "Preempted"),
+            readmit=readmit,
+            slice_index=_int_param(params, "slice", 0),
+        )
         result["workload"] = (workload or {}).get("metadata", {}).get("name")
     else:
         raise ApiError(404, f"unknown action {action!r}; known: {', '.join(ACTIONS)}", "NotFound")
