@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 DEFAULT_CLUSTER_ENV_PATH = "~/pathways/cluster.env"
 DEFAULT_PROXY_KEYS: tuple[str, ...] = ("PATHWAYS_PROXY_ADDRESS", "JAX_BACKEND_TARGET", "PATHWAYS_PROXY")
@@ -76,6 +77,17 @@ class Readiness:
             "running_slices": self.running_slices,
             "worker_array_job_id": self.worker_array_job_id,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Readiness:
+        return cls(
+            ready=bool(data["ready"]),
+            reason=str(data.get("reason") or ""),
+            proxy_address=data.get("proxy_address"),
+            values=dict(data.get("values") or {}),
+            running_slices=data.get("running_slices"),
+            worker_array_job_id=data.get("worker_array_job_id"),
+        )
 
 
 def worker_array_id(values: Mapping[str, str], key: str = DEFAULT_WORKER_ARRAY_KEY) -> int | None:

@@ -22,10 +22,16 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from airflow.sdk import BaseHook
 
 from airflow_provider_pathways.slurm_job import (
+    SlurmApiError,
+    SlurmAuthError,
+    SlurmCommandError,
+    SlurmConnectionError,
     SlurmError,
+    SlurmHostKeyError,
     SlurmJob,
     SubmitRequest,
 )
+from airflow_provider_pathways.transient import TRANSIENT_HTTP_STATUSES, CallRetry
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.connection import Connection
@@ -34,6 +40,32 @@ T = TypeVar("T")
 
 DEFAULT_REST_PORT = 6820
 DEFAULT_SSH_PORT = 22
+
+# What Slurm's clients print when slurmctld is down or restarting (``slurm_strerror`` texts).
+_CONTROLLER_UNREACHABLE = (
+    "unable to contact slurm controller",
+    "socket timed out",
+    "zero bytes were transmitted",
+    "connection refused",
+)
+
+
+def is_transient(err: BaseException) -> bool:
+    """A Slurm error worth retrying: slurmrestd or sshd unreachable, HTTP 429/502/503/504, or
+    slurmctld down behind them; never a refused credential, host key or request."""
+    if isinstance(err, (SlurmHostKeyError, SlurmAuthError)):
+        return False
+    if isinstance(err, SlurmConnectionError):
+        return True
+    text = str(err).lower()
+    if isinstance(err, SlurmApiError):
+        if err.status in TRANSIENT_HTTP_STATUSES - {500}:
+            return True
+        return any(words in text for words in _CONTROLLER_UNREACHABLE)
+    if isinstance(err, SlurmCommandError):
+        detail = f"{text} {err.stderr}".lower()
+        return any(words in detail for words in _CONTROLLER_UNREACHABLE)
+    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,6 +344,7 @@ class SlurmHook(BaseHook):
     default_conn_name = "pathways_slurm_default"
     conn_type = "pathways_slurm"
     hook_name = "Pathways on Slurm"
+    call_retry = CallRetry()
 
     def __init__(self, slurm_conn_id: str = default_conn_name) -> None:
         super().__init__()
@@ -347,8 +380,9 @@ class SlurmHook(BaseHook):
 
         return SshTransport(settings)
 
-    def _run(self, make: Callable[[SlurmTransport], Awaitable[T]]) -> T:
-        """Run ``make(transport)`` on the private loop with the sync transport."""
+    def _run(self, make: Callable[[SlurmTransport], Awaitable[T]], *, retry: bool = True) -> T:
+        """Run ``make(transport)`` on the private loop with the sync transport; transient errors
+        are retried with backoff unless ``retry`` is False (a submission could run twice)."""
         settings = self.settings
 
         async def call() -> T:
@@ -359,7 +393,22 @@ class SlurmHook(BaseHook):
                 self._sync_holder["loop"] = loop
             return await make(transport)
 
-        return self._runner.run(call())
+        if not retry:
+            return self._runner.run(call())
+        return self._runner.run(self._retrying(call))
+
+    def run_on_private_loop(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run a coroutine that uses this hook's ``a_*`` methods on the hook's private event loop.
+
+        For synchronous callers (pokes, polling loops): the HTTP session or SSH connection opened
+        there is kept for the next call instead of a new event loop and connection per call."""
+        return self._runner.run(make())
+
+    def _log_retry(self, err: BaseException, delay: float) -> None:
+        self.log.warning("Slurm error (%s); retrying in %.1fs", self._safe_message(err), delay)
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        return await self.call_retry.a_call(call, is_transient=is_transient, on_retry=self._log_retry)
 
     async def _a_transport(self) -> SlurmTransport:
         loop = asyncio.get_running_loop()
@@ -372,8 +421,11 @@ class SlurmHook(BaseHook):
         self._async_transport = (loop, transport)
         return transport
 
-    async def _a_call(self, make: Callable[[SlurmTransport], Awaitable[T]]) -> T:
-        return await make(await self._a_transport())
+    async def _a_call(self, make: Callable[[SlurmTransport], Awaitable[T]], *, retry: bool = True) -> T:
+        async def call() -> T:
+            return await make(await self._a_transport())
+
+        return await (self._retrying(call) if retry else call())
 
     # ---- shared logic (async; the sync methods run the same code) -------------------------
 
@@ -495,7 +547,7 @@ class SlurmHook(BaseHook):
             open_mode_append=open_mode_append,
             extra_options=extra_options,
         )
-        return self._run(lambda t: self._submit(t, request))
+        return self._run(lambda t: self._submit(t, request), retry=False)
 
     def get_job(self, job_id: int) -> SlurmJob | None:
         """The job (or array task with that id), or None when Slurm no longer knows it."""
@@ -522,7 +574,7 @@ class SlurmHook(BaseHook):
     def test_connection(self) -> tuple[bool, str]:
         """Check that Slurm answers with these credentials; never raises."""
         try:
-            return True, self._run(lambda t: t.describe())
+            return True, self._run(lambda t: t.describe(), retry=False)
         except Exception as err:
             return False, self._safe_message(err)
 
@@ -535,7 +587,7 @@ class SlurmHook(BaseHook):
     async def a_submit_job(self, **kwargs: Any) -> int:
         """Async :meth:`submit_job` (same keyword arguments)."""
         request = SubmitRequest.build(**kwargs)
-        return await self._a_call(lambda t: self._submit(t, request))
+        return await self._a_call(lambda t: self._submit(t, request), retry=False)
 
     async def a_get_job(self, job_id: int) -> SlurmJob | None:
         """Async :meth:`get_job`."""
@@ -560,7 +612,7 @@ class SlurmHook(BaseHook):
     async def a_test_connection(self) -> tuple[bool, str]:
         """Async :meth:`test_connection`."""
         try:
-            return True, await self._a_call(lambda t: t.describe())
+            return True, await self._a_call(lambda t: t.describe(), retry=False)
         except Exception as err:
             return False, self._safe_message(err)
 

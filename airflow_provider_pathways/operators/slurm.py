@@ -2,30 +2,40 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow.sdk import BaseOperator, ResumableJobMixin, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk import BaseOperator, conf
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from airflow_provider_pathways.cluster_env import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
-    parse_cluster_env,
-    worker_array_id,
+    Readiness,
 )
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
+from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.reattach import JobJudgement, Verdict
+from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
 from airflow_provider_pathways.spec.k8s import bucket_name_error
+from airflow_provider_pathways.transient import (
+    DEFAULT_OUTAGE_TOLERANCE,
+    OutageTooLong,
+    OutageWindow,
+    describe_error,
+    validate_outage_tolerance,
+)
+from airflow_provider_pathways.triggers.slurm import ServiceCheck
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
+    from airflow.triggers.base import BaseTrigger
     from pydantic import JsonValue
 
     from airflow_provider_pathways.hooks.slurm import SlurmHook
@@ -33,9 +43,6 @@ if TYPE_CHECKING:
 
 SLICE_SHAPE = re.compile(r"^[1-9][0-9]*x[1-9][0-9]*(x[1-9][0-9]*)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ACTIVE_STATES = frozenset(
-    {"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING"}
-)
 
 
 def _environment_problems(environment: Mapping[str, Any]) -> list[str]:
@@ -54,8 +61,8 @@ def _script_problems(script: str | None, script_path: str | None) -> list[str]:
     return []
 
 
-class _SlurmJobMixin(ResumableJobMixin, BaseOperator):
-    """Submission, reattachment (``task_state_store``) and cancellation shared by the Slurm operators."""
+class _SlurmJobMixin(ReattachingJobOperator):
+    """Submission, reattachment (``task_state_store``), the wait and cancellation of one Slurm job."""
 
     external_id_key = "slurm_job_id"
 
@@ -78,9 +85,11 @@ class _SlurmJobMixin(ResumableJobMixin, BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 10.0,
         wait_timeout: float | None = None,
+        preemption_retries: int = DEFAULT_PREEMPTION_RETRIES,
+        outage_tolerance: timedelta | float = DEFAULT_OUTAGE_TOLERANCE,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("retry_policy", PathwaysRetryPolicy())
+        apply_preemption_budget(kwargs, preemption_retries)
         super().__init__(**kwargs)
         if poll_interval <= 0:
             raise ValueError("poll_interval: must be > 0 seconds")
@@ -100,6 +109,8 @@ class _SlurmJobMixin(ResumableJobMixin, BaseOperator):
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.wait_timeout = wait_timeout
+        self.preemption_retries = preemption_retries
+        self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
         self._job_id: int | None = None
 
     @cached_property
@@ -120,7 +131,10 @@ class _SlurmJobMixin(ResumableJobMixin, BaseOperator):
         problems = self.input_problems()
         if problems:
             raise PathwaysSpecRejected("nothing was submitted:\n" + "\n".join(f"  {p}" for p in problems))
-        return self.execute_resumable(context)
+        return self.run_job(context)
+
+    def describe_job(self, external_id: JsonValue) -> str:
+        return f"Slurm job {external_id}"
 
     def submit_job(self, context: Context) -> JsonValue:
         try:
@@ -141,23 +155,102 @@ class _SlurmJobMixin(ResumableJobMixin, BaseOperator):
             raise PathwaysSpecRejected(f"nothing was submitted: {err}") from err
         self._job_id = job_id
         self.log.info("Submitted Slurm job %s", job_id)
-        context["ti"].xcom_push(key="job_id", value=job_id)
         return job_id
 
-    def get_job_status(self, external_id: JsonValue, context: Context) -> str:
+    def judge_job(self, external_id: JsonValue, context: Context) -> JobJudgement | None:
         job = self.hook.get_job(int(external_id))  # type: ignore[arg-type]
-        if job is not None:
-            self._job_id = job.job_id
-        return job.state if job is not None else "UNKNOWN"
+        if job is None:
+            return JobJudgement.failed(
+                FailureClass.INFRASTRUCTURE, f"Slurm job {external_id} is no longer known to the cluster"
+            )
+        self._job_id = job.job_id
+        return self.judgement(job)
 
-    def is_job_active(self, status: str) -> bool:
-        return status in _ACTIVE_STATES
+    def judgement(self, job: SlurmJob) -> JobJudgement:
+        """The job's verdict (:func:`~airflow_provider_pathways.slurm_job.job_outcome`)."""
+        from airflow_provider_pathways.slurm_job import JobOutcome, job_outcome
 
-    def is_job_succeeded(self, status: str) -> bool:
-        return status == "COMPLETED"
+        outcome, failure, message = job_outcome(job)
+        if outcome is JobOutcome.FAILED:
+            return JobJudgement.failed(failure or FailureClass.UNKNOWN, message)
+        return JobJudgement(Verdict(outcome.value), None, message)
 
-    def _deadline(self) -> float | None:
-        return time.time() + self.wait_timeout if self.wait_timeout else None
+    def discard_job(self, external_id: JsonValue, reason: str, *, wait: bool = False) -> None:
+        self._job_id = int(external_id)  # type: ignore[arg-type]
+        self._cancel(reason)
+
+    def follow_job(self, external_id: JsonValue, context: Context) -> Any:
+        self._job_id = int(external_id)  # type: ignore[arg-type]
+        context["ti"].xcom_push(key="job_id", value=self._job_id)
+        deadline = task_deadline(self, context, self.wait_timeout)
+        if self.deferrable:
+            self.defer(
+                trigger=self.trigger(deadline),
+                method_name="execute_complete",
+                kwargs={"deadline_reason": deadline.reason},
+            )
+        return self.finish_job(context, self._job_id, self.poll(context, deadline))
+
+    def trigger(self, deadline: Deadline) -> BaseTrigger:
+        """The trigger that waits for this job in the triggerer."""
+        raise NotImplementedError
+
+    def look(self) -> Any:
+        """One look at the job for the polling wait: an observation when the wait is over, else None."""
+        raise NotImplementedError
+
+    def poll(self, context: Context, deadline: Deadline) -> Any:
+        """Look every ``poll_interval`` seconds until :meth:`look` says the wait is over, riding out
+        an outage of up to ``outage_tolerance`` seconds."""
+        from airflow_provider_pathways.hooks.slurm import is_transient
+
+        outage = OutageWindow(self.outage_tolerance, what=f"Slurm (connection {self.slurm_conn_id!r})")
+        while True:
+            delay = self.poll_interval
+            try:
+                observed = self.look()
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                try:
+                    delay = outage.failed(err, describe_error(err))
+                except OutageTooLong as too_long:
+                    raise AirflowException(str(too_long)) from err
+                if outage.failures == 1:
+                    self.log.warning(
+                        "Slurm unreachable (%s); retrying for up to %gs",
+                        describe_error(err),
+                        outage.tolerance,
+                    )
+            else:
+                lasted = outage.recovered()
+                if lasted is not None:
+                    self.log.info("Slurm answers again after %.0fs", lasted)
+                if observed is not None:
+                    return observed
+            if deadline.passed():
+                self.give_up(context, deadline.reason)
+            time.sleep(delay)
+
+    def give_up(self, context: Context, reason: str | None) -> NoReturn:
+        """The wait ran out of time: cancel the job (with ``cancel_on_kill``) and fail the try."""
+        if self.cancel_on_kill:
+            self._cancel("the wait timed out")
+            self.forget_job(context)
+        what = f"Slurm job {self._job_id} was not {self.waiting_for}"
+        if reason == "execution_timeout":
+            raise AirflowTaskTimeout(f"{what} within the task's execution_timeout ({self.execution_timeout})")
+        raise AirflowException(f"{what} within wait_timeout ({self.wait_timeout}s)")
+
+    waiting_for = "done"
+
+    def resume(self, context: Context, event: dict[str, Any], deadline_reason: str | None) -> None:
+        """Common checks when the trigger fired: the job id back, timeouts and trigger errors."""
+        self._job_id = int(context["ti"].xcom_pull(task_ids=self.task_id, key="job_id"))
+        if event.get("status") == "timeout":
+            self.give_up(context, deadline_reason)
+        if event.get("status") == "error":
+            raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
 
     def _cancel(self, reason: str) -> None:
         if self._job_id is None:
@@ -193,7 +286,11 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
         ``PATHWAYS_PROXY_ADDRESS``, ``JAX_BACKEND_TARGET``, ``PATHWAYS_PROXY``).
     :param check_slices: also count RUNNING worker array tasks.
     :param worker_array_key: the ``cluster.env`` key holding the worker array job id.
-    :param cancel_on_kill: cancel the service job when the task is killed.
+    :param cancel_on_kill: cancel the service job and its worker array when the task is killed
+        or its wait times out.
+    :param preemption_retries: retries for preemption and infrastructure failures when the DAG
+        sets no ``retries``.
+    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait.
     """
 
     template_fields: Sequence[str] = (
@@ -213,6 +310,7 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
         "slurm_conn_id",
     )
     ui_color = "#fff4e5"
+    waiting_for = "ready"
 
     def __init__(
         self,
@@ -241,7 +339,6 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
         self.check_slices = check_slices
         self.worker_array_key = worker_array_key
         self.service_job_key = service_job_key
-        self._readiness: dict[str, Any] | None = None
 
     def input_problems(self) -> list[str]:
         problems = super().input_problems()
@@ -272,8 +369,11 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
                 problems.append(f"environment[{key!r}]: set it with the {key.lower()} argument instead")
         return problems
 
-    def is_job_succeeded(self, status: str) -> bool:
-        return False  # a service job that ended cannot serve a workload: submit a new one
+    def judgement(self, job: SlurmJob) -> JobJudgement:
+        judgement = super().judgement(job)
+        if judgement.verdict is Verdict.SUCCEEDED:  # a service that ended cannot serve a workload
+            return JobJudgement.failed(FailureClass.INFRASTRUCTURE, f"{judgement.message}: the service ended")
+        return judgement
 
     def submission_environment(self) -> dict[str, str]:
         return {
@@ -284,9 +384,8 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
             "GCS_BUCKET": str(self.gcs_bucket),
         }
 
-    def _trigger_kwargs(self) -> dict[str, Any]:
+    def _check_arguments(self) -> dict[str, Any]:
         return {
-            "slurm_conn_id": self.slurm_conn_id,
             "cluster_env_path": self.cluster_env_path,
             "proxy_keys": self.proxy_keys,
             "min_slices": int(self.min_slices) if self.check_slices else None,
@@ -294,101 +393,98 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
             "service_job_key": self.service_job_key,
         }
 
-    def poll_until_complete(self, external_id: JsonValue, context: Context) -> None:
-        self._job_id = int(external_id)  # type: ignore[arg-type]
-        context["ti"].xcom_push(key="job_id", value=self._job_id)
+    def follow_job(self, external_id: JsonValue, context: Context) -> Any:
         if not self.wait_for_ready:
-            return
-        if self.deferrable:
-            from airflow_provider_pathways.triggers.slurm import PathwaysClusterEnvTrigger
-
-            self.defer(
-                trigger=PathwaysClusterEnvTrigger(
-                    service_job_id=self._job_id,
-                    poll_interval=self.poll_interval,
-                    deadline=self._deadline(),
-                    **self._trigger_kwargs(),
-                ),
-                method_name="execute_complete",
+            self._job_id = int(external_id)  # type: ignore[arg-type]
+            context["ti"].xcom_push(key="job_id", value=self._job_id)
+            return self.finish_job(
+                context, self._job_id, ServiceCheck(None, Readiness(False, "not waited for"))
             )
-        self._readiness = self._wait_ready(self._job_id)
+        return super().follow_job(external_id, context)
 
-    def _wait_ready(self, job_id: int) -> dict[str, Any]:
-        from airflow_provider_pathways.triggers.slurm import check_pathways_service
+    def trigger(self, deadline: Deadline) -> BaseTrigger:
+        from airflow_provider_pathways.triggers.slurm import PathwaysClusterEnvTrigger
 
-        kwargs = self._trigger_kwargs()
-        kwargs.pop("slurm_conn_id")
-        deadline = self._deadline()
-
-        async def look() -> Any:
-            try:
-                return await check_pathways_service(self.hook, job_id, **kwargs)
-            finally:
-                await self.hook.a_close()
-
-        last = ""
-        while True:
-            check = asyncio.run(look())
-            if check.service_ended:
-                self._fail_service_ended(check.job.to_dict() if check.job else None)
-            if check.readiness.reason != last:
-                self.log.info("Pathways service %s: %s", job_id, check.readiness.reason)
-                last = check.readiness.reason
-            if check.readiness.ready:
-                return check.readiness.to_dict()
-            if deadline is not None and time.time() > deadline:
-                raise AirflowException(
-                    f"the Pathways service {job_id} was not ready within {self.wait_timeout}s"
-                )
-            time.sleep(self.poll_interval)
-
-    def _fail_service_ended(self, job: dict[str, Any] | None) -> None:
-        from airflow_provider_pathways.slurm_job import SlurmJob, job_outcome
-
-        if job is None:
-            raise AirflowFailException(
-                f"the Pathways service job {self._job_id} is gone (Slurm no longer knows it)"
-            )
-        ended = SlurmJob.from_dict(job)
-        _outcome, failure, message = job_outcome(ended)
-        raise PathwaysJobFailed.for_class(
-            failure or FailureClass.UNKNOWN,
-            f"the Pathways service job {ended.job_id} ended before it was ready: {ended.state}"
-            f"{f' ({ended.reason})' if ended.reason else ''}; {message}",
-            job=str(ended.job_id),
-            exit_code=ended.exit_code,
+        assert self._job_id is not None
+        return PathwaysClusterEnvTrigger(
+            service_job_id=self._job_id,
+            slurm_conn_id=self.slurm_conn_id,
+            poll_interval=self.poll_interval,
+            deadline=deadline.at,
+            cancel_on_kill=self.cancel_on_kill,
+            outage_tolerance=self.outage_tolerance,
+            **self._check_arguments(),
         )
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def look(self) -> ServiceCheck | None:
+        from airflow_provider_pathways.triggers.slurm import check_pathways_service
+
+        assert self._job_id is not None
+        job_id = self._job_id
+        check = self.hook.run_on_private_loop(
+            lambda: check_pathways_service(self.hook, job_id, **self._check_arguments())
+        )
+        if check.readiness.reason != getattr(self, "_last_reason", None):
+            self.log.info("Pathways service %s: %s", job_id, check.readiness.reason)
+            self._last_reason = check.readiness.reason
+        return check if check.service_ended or check.readiness.ready else None
+
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], deadline_reason: str | None = None
+    ) -> dict[str, Any]:
         """Resume after the readiness trigger fired."""
-        self._job_id = int(context["ti"].xcom_pull(task_ids=self.task_id, key="job_id"))
+        from airflow_provider_pathways.slurm_job import SlurmJob
+
+        self.resume(context, event, deadline_reason)
         if event.get("status") == "service_ended":
-            self._fail_service_ended(event.get("job"))
-        if event.get("status") == "timeout":
-            if self.cancel_on_kill:
-                self._cancel("readiness timed out")
-            raise AirflowException(
-                f"the Pathways service {self._job_id} was not ready within {self.wait_timeout}s"
+            job = SlurmJob.from_dict(event["job"]) if event.get("job") else None
+            return self.finish_job(
+                context, self._job_id, ServiceCheck(job, Readiness(False, "service ended"))
             )
         if event.get("status") != "ready":
-            raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
-        self._readiness = event["readiness"]
-        return self.get_job_result(self._job_id, context)
+            raise AirflowException(f"unexpected trigger event {event!r}")
+        readiness = Readiness.from_dict(event["readiness"])
+        return self.finish_job(context, self._job_id, ServiceCheck(None, readiness))
 
-    def get_job_result(self, external_id: JsonValue, context: Context) -> dict[str, Any]:
+    def finish_job(self, context: Context, external_id: JsonValue, observed: Any = None) -> dict[str, Any]:
+        """The one judgement of the service job: ready (XComs), or ended before it was ready."""
         job_id = int(external_id)  # type: ignore[arg-type]
-        readiness = self._readiness or {}
-        if readiness:
-            self.log.info("Pathways service %s is ready: proxy %s", job_id, readiness.get("proxy_address"))
-            context["ti"].xcom_push(key="proxy_address", value=readiness.get("proxy_address"))
-            context["ti"].xcom_push(key="worker_array_job_id", value=readiness.get("worker_array_job_id"))
+        self._job_id = job_id
+        check: ServiceCheck | None = observed
+        if check is None:  # reattached to a service job that ended
+            job = self.hook.get_job(job_id)
+            check = ServiceCheck(job, Readiness(False, "service ended"))
+        if check.service_ended and (self.wait_for_ready or check.job is not None):
+            self._fail_service_ended(context, check.job)
+        readiness = check.readiness
+        if readiness.ready:
+            self.log.info("Pathways service %s is ready: proxy %s", job_id, readiness.proxy_address)
+            context["ti"].xcom_push(key="proxy_address", value=readiness.proxy_address)
+            context["ti"].xcom_push(key="worker_array_job_id", value=readiness.worker_array_job_id)
         return {
             "job_id": job_id,
-            "proxy_address": readiness.get("proxy_address"),
-            "worker_array_job_id": readiness.get("worker_array_job_id"),
-            "cluster_env": readiness.get("values"),
-            "running_slices": readiness.get("running_slices"),
+            "proxy_address": readiness.proxy_address,
+            "worker_array_job_id": readiness.worker_array_job_id,
+            "cluster_env": dict(readiness.values) or None,
+            "running_slices": readiness.running_slices,
         }
+
+    def _fail_service_ended(self, context: Context, job: SlurmJob | None) -> NoReturn:
+        self.forget_job(context)
+        if job is None:
+            raise PathwaysJobFailed.for_class(
+                FailureClass.INFRASTRUCTURE,
+                f"the Pathways service job {self._job_id} is no longer known to the cluster",
+                job=str(self._job_id),
+            )
+        judgement = self.judgement(job)
+        raise PathwaysJobFailed.for_class(
+            judgement.failure or FailureClass.UNKNOWN,
+            f"the Pathways service job {job.job_id} ended before it was ready: {job.state}"
+            f"{f' ({job.reason})' if job.reason else ''}; {judgement.message}",
+            job=str(job.job_id),
+            exit_code=job.exit_code,
+        )
 
 
 class SlurmJobOperator(_SlurmJobMixin):
@@ -405,6 +501,9 @@ class SlurmJobOperator(_SlurmJobMixin):
     :param environment: extra environment variables (arrive byte-for-byte).
     :param output_path: ``--output`` path; default Slurm's ``slurm-%j.out`` in the working directory.
     :param log_tail_lines: lines of the job's output copied into the task log at the end.
+    :param preemption_retries: retries for preemption and infrastructure failures when the DAG
+        sets no ``retries``.
+    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait.
     """
 
     template_fields: Sequence[str] = (
@@ -425,55 +524,44 @@ class SlurmJobOperator(_SlurmJobMixin):
     def __init__(self, *, log_tail_lines: int = 40, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.log_tail_lines = log_tail_lines
-        self._final: SlurmJob | None = None
+        self._last_state = ""
 
-    def poll_until_complete(self, external_id: JsonValue, context: Context) -> None:
-        self._job_id = int(external_id)  # type: ignore[arg-type]
-        context["ti"].xcom_push(key="job_id", value=self._job_id)
-        if self.deferrable:
-            from airflow_provider_pathways.triggers.slurm import SlurmJobTrigger
+    def trigger(self, deadline: Deadline) -> BaseTrigger:
+        from airflow_provider_pathways.triggers.slurm import SlurmJobTrigger
 
-            self.defer(
-                trigger=SlurmJobTrigger(
-                    job_id=self._job_id,
-                    slurm_conn_id=self.slurm_conn_id,
-                    poll_interval=self.poll_interval,
-                    deadline=self._deadline(),
-                    cancel_on_kill=self.cancel_on_kill,
-                ),
-                method_name="execute_complete",
-            )
-        deadline = self._deadline()
-        last = ""
-        while True:
-            job = self.hook.get_job(self._job_id)
-            if job is None or job.terminal:
-                self._final = job
-                return
-            state = f"{job.state}{f' ({job.reason})' if job.reason else ''}, restarts {job.restarts}"
-            if state != last:
-                self.log.info("Slurm job %s: %s", job.job_id, state)
-                last = state
-            if deadline is not None and time.time() > deadline:
-                self._timeout()
-            time.sleep(self.poll_interval)
+        assert self._job_id is not None
+        return SlurmJobTrigger(
+            job_id=self._job_id,
+            slurm_conn_id=self.slurm_conn_id,
+            poll_interval=self.poll_interval,
+            deadline=deadline.at,
+            cancel_on_kill=self.cancel_on_kill,
+            outage_tolerance=self.outage_tolerance,
+        )
 
-    def _timeout(self) -> None:
-        if self.cancel_on_kill:
-            self._cancel("wait timed out")
-        raise AirflowException(f"Slurm job {self._job_id} did not end within {self.wait_timeout}s")
+    def look(self) -> tuple[SlurmJob | None] | None:
+        assert self._job_id is not None
+        job = self.hook.get_job(self._job_id)
+        if job is None or job.terminal:
+            return (job,)
+        state = f"{job.state}{f' ({job.reason})' if job.reason else ''}, restarts {job.restarts}"
+        if state != self._last_state:
+            self.log.info("Slurm job %s: %s", job.job_id, state)
+            self._last_state = state
+        return None
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], deadline_reason: str | None = None
+    ) -> dict[str, Any]:
         """Resume after the job trigger fired."""
-        self._job_id = int(context["ti"].xcom_pull(task_ids=self.task_id, key="job_id"))
-        if event.get("status") == "timeout":
-            self._timeout()
-        if event.get("status") != "done":
-            raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
         from airflow_provider_pathways.slurm_job import SlurmJob
 
-        self._final = SlurmJob.from_dict(event["job"]) if event.get("job") else None
-        return self.get_job_result(self._job_id, context)
+        self.resume(context, event, deadline_reason)
+        if event.get("status") != "done":
+            raise AirflowException(f"unexpected trigger event {event!r}")
+        return self.finish_job(
+            context, self._job_id, (SlurmJob.from_dict(event["job"]) if event.get("job") else None,)
+        )
 
     def _output_tail(self, job: SlurmJob) -> str:
         if not self.log_tail_lines or not job.std_out:
@@ -485,27 +573,34 @@ class SlurmJobOperator(_SlurmJobMixin):
             return ""
         return "\n".join(text.rstrip().splitlines()[-self.log_tail_lines :])
 
-    def get_job_result(self, external_id: JsonValue, context: Context) -> dict[str, Any]:
-        from airflow_provider_pathways.slurm_job import JobOutcome, job_outcome
-
+    def finish_job(self, context: Context, external_id: JsonValue, observed: Any = None) -> dict[str, Any]:
+        """The one judgement of the job's end: output tail, ``job`` XCom, result or the classified failure."""
         job_id = int(external_id)  # type: ignore[arg-type]
-        job = self._final or self.hook.get_job(job_id)
+        self._job_id = job_id
+        job: SlurmJob | None = observed[0] if observed is not None else self.hook.get_job(job_id)
         if job is None:
-            raise AirflowException(f"Slurm job {job_id} is gone; its end state is unknown")
-        outcome, failure, message = job_outcome(job)
+            self.forget_job(context)
+            raise PathwaysJobFailed.for_class(
+                FailureClass.INFRASTRUCTURE,
+                f"Slurm job {job_id} is no longer known to the cluster; its end is unknown",
+                job=str(job_id),
+            )
+        judgement = self.judgement(job)
         tail = self._output_tail(job)
         if tail:
             self.log.info("Last lines of the output of Slurm job %s (%s):", job_id, job.std_out)
             for line in tail.splitlines():
                 self.log.info("  | %s", line)
-        result = {"job_id": job_id, "state": job.state, "exit_code": job.exit_code, "reason": job.reason}
         context["ti"].xcom_push(key="job", value=job.to_dict())
-        if outcome is JobOutcome.SUCCEEDED:
-            return result
+        if judgement.verdict is Verdict.SUCCEEDED:
+            return {"job_id": job_id, "state": job.state, "exit_code": job.exit_code, "reason": job.reason}
+        if judgement.verdict is Verdict.ACTIVE:
+            raise AirflowException(f"Slurm job {job_id} has not ended: {judgement.message}")
+        self.forget_job(context)
         detail = f"\n{tail}" if tail else ""
         raise PathwaysJobFailed.for_class(
-            failure or FailureClass.UNKNOWN,
-            f"Slurm job {job_id} {message}{detail}",
+            judgement.failure or FailureClass.UNKNOWN,
+            f"{judgement.message}{detail}",
             job=str(job_id),
             exit_code=job.exit_code,
         )
@@ -565,18 +660,19 @@ class CancelSlurmJobOperator(BaseOperator):
         return ids
 
     def _worker_arrays(self, service_ids: list[int]) -> list[int]:
-        if self.worker_array_job_id not in (None, "", "None"):
-            return [int(str(self.worker_array_job_id))]
-        if not self.cluster_env_path:
-            return []
-        text = self.hook.read_file(self.cluster_env_path)
-        if not text:
-            return []
-        values = parse_cluster_env(text)
-        if values.get(self.service_job_key, "").strip() not in {str(i) for i in service_ids}:
-            return []
-        array = worker_array_id(values, self.worker_array_key)
-        return [array] if array else []
+        from airflow_provider_pathways.triggers.slurm import service_worker_arrays
+
+        array = self.worker_array_job_id
+        return self.hook.run_on_private_loop(
+            lambda: service_worker_arrays(
+                self.hook,
+                service_ids,
+                cluster_env_path=self.cluster_env_path,
+                worker_array_job_id=None if array in (None, "", "None") else int(str(array)),
+                worker_array_key=self.worker_array_key,
+                service_job_key=self.service_job_key,
+            )
+        )
 
     def execute(self, context: Context) -> dict[str, list[int]]:
         service_ids = self._ids()

@@ -11,11 +11,14 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
+from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
 from airflow_provider_pathways.resources import JobKind, proxy_address
+from airflow_provider_pathways.retry import PathwaysRetryPolicy
 from airflow_provider_pathways.status import (
     HEAD_REPLICATED_JOB,
     WORKER_REPLICATED_JOB,
     PathwaysJobStatus,
+    Phase,
 )
 from airflow_provider_pathways.triggers.pathways_job import WaitUntil, validate_wait_arguments
 
@@ -62,6 +65,7 @@ class PathwaysJobReadySensor(BaseSensorOperator):
         head_replicated_job: str = HEAD_REPLICATED_JOB,
         **kwargs: Any,
     ) -> None:
+        kwargs.setdefault("retry_policy", PathwaysRetryPolicy())
         super().__init__(**kwargs)
         validate_wait_arguments(name=job_name or "x", wait_until="ready", min_slices=None, kind=kind)
         self.job_name = job_name
@@ -104,9 +108,14 @@ class PathwaysJobReadySensor(BaseSensorOperator):
         """The proxy address when ready; raises when the job can never become ready."""
         need = self._min_slices() or status.slices_total
         if status.terminal:
-            failure = status.failure.value if status.failure else "finished"
-            raise AirflowFailException(
-                f"{status.namespace}/{status.name} will never be ready ({failure}): {status.message}"
+            failure = status.failure or FailureClass.UNKNOWN
+            if status.phase is Phase.SUCCEEDED:
+                raise AirflowFailException(f"{status.namespace}/{status.name} finished before it was ready")
+            raise PathwaysJobFailed.for_class(
+                failure,
+                f"{status.namespace}/{status.name} will never be ready ({failure.value}): {status.message}",
+                job=status.name,
+                exit_code=status.exit_code,
             )
         if status.slices_total and need > status.slices_total:
             raise AirflowFailException(

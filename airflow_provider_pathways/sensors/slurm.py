@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
@@ -18,6 +17,8 @@ from airflow_provider_pathways.cluster_env import (
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
 )
+from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
+from airflow_provider_pathways.retry import PathwaysRetryPolicy
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -68,6 +69,7 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
+        kwargs.setdefault("retry_policy", PathwaysRetryPolicy())
         super().__init__(**kwargs)
         self.service_job_id = service_job_id
         self.slurm_conn_id = slurm_conn_id
@@ -113,13 +115,26 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
             raise AirflowFailException("service_job_id: empty; pass the Pathways service job's id")
         return job_id
 
-    def _fail_ended(self, job: dict[str, Any] | None) -> None:
+    def _fail_ended(self, job: dict[str, Any] | None) -> NoReturn:
+        from airflow_provider_pathways.slurm_job import JobOutcome, SlurmJob, job_outcome
+
         if job is None:
-            raise AirflowFailException(f"the Pathways service job {self.service_job_id} is unknown to Slurm")
-        reason = f" ({job.get('reason')})" if job.get("reason") else ""
-        raise AirflowFailException(
-            f"the Pathways service job {job.get('job_id')} ended before it was ready: "
-            f"{job.get('state')}{reason}"
+            raise PathwaysJobFailed.for_class(
+                FailureClass.INFRASTRUCTURE,
+                f"the Pathways service job {self.service_job_id} is no longer known to the cluster",
+                job=str(self.service_job_id),
+            )
+        ended = SlurmJob.from_dict(job)
+        outcome, failure, message = job_outcome(ended)
+        if outcome is JobOutcome.SUCCEEDED:
+            failure = FailureClass.INFRASTRUCTURE  # a service that ended cannot serve a workload
+        reason = f" ({ended.reason})" if ended.reason else ""
+        raise PathwaysJobFailed.for_class(
+            failure or FailureClass.UNKNOWN,
+            f"the Pathways service job {ended.job_id} ended before it was ready: {ended.state}{reason}; "
+            f"{message}",
+            job=str(ended.job_id),
+            exit_code=ended.exit_code,
         )
 
     def _ready(self, context: Context, readiness: dict[str, Any]) -> dict[str, Any]:
@@ -136,14 +151,8 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
         from airflow_provider_pathways.triggers.slurm import check_pathways_service
 
         job_id = self._job_id()
-
-        async def look() -> Any:
-            try:
-                return await check_pathways_service(self.hook, job_id, **self._arguments())
-            finally:
-                await self.hook.a_close()
-
-        check = asyncio.run(look())
+        arguments = self._arguments()
+        check = self.hook.run_on_private_loop(lambda: check_pathways_service(self.hook, job_id, **arguments))
         if check.service_ended:
             self._fail_ended(check.job.to_dict() if check.job else None)
         if not check.readiness.ready:

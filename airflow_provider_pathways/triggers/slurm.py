@@ -18,16 +18,20 @@ from airflow_provider_pathways.cluster_env import (
     Readiness,
     count_running,
     evaluate_cluster_env,
+    parse_cluster_env,
     worker_array_id,
 )
-from airflow_provider_pathways.triggers.pathways_job import describe
+from airflow_provider_pathways.transient import (
+    DEFAULT_OUTAGE_TOLERANCE,
+    OutageTooLong,
+    OutageWindow,
+    describe_error,
+    validate_outage_tolerance,
+)
 
 if TYPE_CHECKING:
     from airflow_provider_pathways.hooks.slurm import SlurmHook
     from airflow_provider_pathways.slurm_job import SlurmJob
-
-# Consecutive API errors tolerated (with backoff) before a trigger gives up.
-MAX_CONSECUTIVE_ERRORS = 8
 
 
 def _validate_common(job_id: Any, poll_interval: float) -> None:
@@ -96,14 +100,47 @@ async def check_pathways_service(
     return ServiceCheck(job, readiness)
 
 
-class _SlurmPollingTrigger(BaseTrigger):
-    """Common parts: the hook, a deadline, backoff on transient errors."""
+async def service_worker_arrays(
+    hook: SlurmHook,
+    service_job_ids: Sequence[int],
+    *,
+    cluster_env_path: str | None = DEFAULT_CLUSTER_ENV_PATH,
+    worker_array_job_id: int | None = None,
+    worker_array_key: str = DEFAULT_WORKER_ARRAY_KEY,
+    service_job_key: str = DEFAULT_SERVICE_JOB_KEY,
+) -> list[int]:
+    """The worker arrays of these service jobs: the given id, else the one ``cluster.env`` names
+    when that file belongs to one of them."""
+    if worker_array_job_id:
+        return [worker_array_job_id]
+    if not cluster_env_path:
+        return []
+    text = await hook.a_read_file(cluster_env_path)
+    if not text:
+        return []
+    values = parse_cluster_env(text)
+    if values.get(service_job_key, "").strip() not in {str(i) for i in service_job_ids}:
+        return []
+    array = worker_array_id(values, worker_array_key)
+    return [array] if array else []
 
-    def __init__(self, *, slurm_conn_id: str, poll_interval: float, deadline: float | None) -> None:
+
+class _SlurmPollingTrigger(BaseTrigger):
+    """Common parts: the hook, a deadline, riding out an outage of Slurm."""
+
+    def __init__(
+        self,
+        *,
+        slurm_conn_id: str,
+        poll_interval: float,
+        deadline: float | None,
+        outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
+    ) -> None:
         super().__init__()
         self.slurm_conn_id = slurm_conn_id
         self.poll_interval = poll_interval
         self.deadline = deadline
+        self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
         self._fired = False
 
     def _hook(self) -> SlurmHook:
@@ -116,32 +153,53 @@ class _SlurmPollingTrigger(BaseTrigger):
         raise NotImplementedError
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_provider_pathways.hooks.slurm import is_transient
+
         hook = self._hook()
-        errors = 0
+        outage = OutageWindow(self.outage_tolerance, what=f"Slurm (connection {self.slurm_conn_id!r})")
         try:
             while True:
+                delay = self.poll_interval
                 try:
                     payload = await self._poll(hook)
-                    errors = 0
-                except (OSError, asyncio.TimeoutError, ConnectionError) as err:
-                    errors += 1
-                    if errors > MAX_CONSECUTIVE_ERRORS:
-                        payload = {"status": "error", "message": f"Slurm unreachable: {describe(err)}"}
-                    else:
-                        self.log.warning("Slurm error (%s); retrying", describe(err))
-                        payload = None
+                    lasted = outage.recovered()
+                    if lasted is not None:
+                        self.log.info("Slurm answers again after %.0fs", lasted)
                 except Exception as err:
-                    payload = {"status": "error", "message": f"Slurm error: {describe(err)}"}
+                    if not is_transient(err):
+                        payload = {"status": "error", "message": f"Slurm error: {describe_error(err)}"}
+                    else:
+                        try:
+                            delay = outage.failed(err, describe_error(err))
+                        except OutageTooLong as too_long:
+                            self.log.error("%s", too_long)
+                            payload = {"status": "error", "message": str(too_long)}
+                        else:
+                            if outage.failures == 1:
+                                self.log.warning(
+                                    "Slurm unreachable (%s); retrying for up to %gs",
+                                    describe_error(err),
+                                    outage.tolerance,
+                                )
+                            payload = None
                 if payload is not None:
                     break
                 if self.deadline is not None and time.time() >= self.deadline:
                     payload = {"status": "timeout", "message": "the wait timed out"}
                     break
-                await asyncio.sleep(min(self.poll_interval * (2 ** min(errors, 5)), 60.0))
+                await asyncio.sleep(delay)
         finally:
             await hook.a_close()
         self._fired = True
         yield TriggerEvent(payload)
+
+    def _common(self) -> dict[str, Any]:
+        return {
+            "slurm_conn_id": self.slurm_conn_id,
+            "poll_interval": self.poll_interval,
+            "deadline": self.deadline,
+            "outage_tolerance": self.outage_tolerance,
+        }
 
 
 class SlurmJobTrigger(_SlurmPollingTrigger):
@@ -163,9 +221,15 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
         poll_interval: float = 10.0,
         deadline: float | None = None,
         cancel_on_kill: bool = True,
+        outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
     ) -> None:
         _validate_common(job_id, poll_interval)
-        super().__init__(slurm_conn_id=slurm_conn_id, poll_interval=poll_interval, deadline=deadline)
+        super().__init__(
+            slurm_conn_id=slurm_conn_id,
+            poll_interval=poll_interval,
+            deadline=deadline,
+            outage_tolerance=outage_tolerance,
+        )
         self.job_id = job_id
         self.cancel_on_kill = cancel_on_kill
         self._restarts: int | None = None
@@ -174,13 +238,7 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "job_id": self.job_id,
-                "slurm_conn_id": self.slurm_conn_id,
-                "poll_interval": self.poll_interval,
-                "deadline": self.deadline,
-                "cancel_on_kill": self.cancel_on_kill,
-            },
+            {"job_id": self.job_id, "cancel_on_kill": self.cancel_on_kill, **self._common()},
         )
 
     async def _poll(self, hook: SlurmHook) -> dict[str, Any] | None:
@@ -233,14 +291,22 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
         service_job_key: str = DEFAULT_SERVICE_JOB_KEY,
         poll_interval: float = 5.0,
         deadline: float | None = None,
+        cancel_on_kill: bool = False,
+        outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
     ) -> None:
         _validate_common(service_job_id, poll_interval)
         if min_slices is not None and (not isinstance(min_slices, int) or min_slices < 1):
             raise ValueError(f"min_slices: {min_slices!r} must be an integer >= 1")
         if not cluster_env_path:
             raise ValueError("cluster_env_path: empty; pass the path of cluster.env on the cluster")
-        super().__init__(slurm_conn_id=slurm_conn_id, poll_interval=poll_interval, deadline=deadline)
+        super().__init__(
+            slurm_conn_id=slurm_conn_id,
+            poll_interval=poll_interval,
+            deadline=deadline,
+            outage_tolerance=outage_tolerance,
+        )
         self.service_job_id = service_job_id
+        self.cancel_on_kill = cancel_on_kill
         self.cluster_env_path = cluster_env_path
         self.proxy_keys = list(proxy_keys)
         self.min_slices = min_slices
@@ -254,15 +320,14 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
                 "service_job_id": self.service_job_id,
-                "slurm_conn_id": self.slurm_conn_id,
                 "cluster_env_path": self.cluster_env_path,
                 "proxy_keys": list(self.proxy_keys),
                 "min_slices": self.min_slices,
                 "worker_array_job_id": self.worker_array_job_id,
                 "worker_array_key": self.worker_array_key,
                 "service_job_key": self.service_job_key,
-                "poll_interval": self.poll_interval,
-                "deadline": self.deadline,
+                "cancel_on_kill": self.cancel_on_kill,
+                **self._common(),
             },
         )
 
@@ -285,3 +350,26 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
         if check.readiness.ready:
             return {"status": "ready", "readiness": check.readiness.to_dict()}
         return None
+
+    async def on_kill(self) -> None:
+        """Cancel the service job and its worker array when the user kills the deferred task
+        (only with ``cancel_on_kill``); harmless if they already ended."""
+        if self._fired or not self.cancel_on_kill:
+            return
+        hook = self._hook()
+        try:
+            arrays = await service_worker_arrays(
+                hook,
+                [self.service_job_id],
+                cluster_env_path=self.cluster_env_path,
+                worker_array_job_id=self.worker_array_job_id,
+                worker_array_key=self.worker_array_key,
+                service_job_key=self.service_job_key,
+            )
+            for job_id in [self.service_job_id, *arrays]:
+                cancelled = await hook.a_cancel_job(job_id)
+                self.log.info(
+                    "Slurm job %s %s on kill", job_id, "cancelled" if cancelled else "had already ended"
+                )
+        finally:
+            await hook.a_close()

@@ -207,7 +207,7 @@ def test_retry_reconnects_to_the_job_still_running(
     logs = capfd.readouterr().out
     assert outcome.state == "success"
     assert outcome.try_number == 2
-    assert "Reconnecting to existing job" in logs
+    assert "Reattaching to Slurm job" in logs
     assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 1  # one job, followed by both tries
     assert outcome.xcom["return_value"]["state"] == "COMPLETED"
 
@@ -222,5 +222,5 @@ def test_retry_after_the_job_finished_returns_its_result_without_resubmitting(
     outcome = run_dag(dag, params(slurm_cluster, conn, marker=marker, job_name=name))["train"]
     logs = capfd.readouterr().out
     assert outcome.state == "success" and outcome.try_number == 2
-    assert "Job already completed successfully, skipping resubmission" in logs
+    assert "succeeded after an earlier try ended; reporting it, not running it again" in logs
     assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 1
