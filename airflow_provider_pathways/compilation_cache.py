@@ -8,6 +8,12 @@ Layout facts (Pathways on Cloud): Pathways keeps its compilation cache under
 ``<gcs_scratch_location>/compilation_cache/`` (with a ``temp/`` staging folder); the Slurm scripts
 use ``gs://BUCKET/pathways-scratch/shared``; JAX's own persistent cache stores ``<key>-cache`` and
 ``<key>-atime`` object pairs, ``<key>`` ending in a 64-hex-digit hash.
+
+What is cache is decided by where an object is, then by what it is: only objects inside a cache
+folder (a ``compilation_cache/`` or ``jax_cache/`` folder, the location itself when its name says
+"cache", or the folders given as ``cache_prefixes``) and never inside a protected folder
+(``checkpoints/``, ``tensorboard/`` ...). Inside a cache folder, a JAX-named object is cache only
+as half of a complete pair; an unpaired half is kept.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import math
 import re
 import shutil
 import tempfile
@@ -22,13 +29,23 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple
 
 GCS_SCHEME = "gs://"
 SLURM_SCRATCH_SUBDIR = "pathways-scratch/shared"
 PATHWAYS_CACHE_FOLDER = "compilation_cache"
+JAX_CACHE_FOLDER = "jax_cache"
+# Folders the default selection treats as cache folders, at any depth under the location.
+DEFAULT_CACHE_FOLDERS = (PATHWAYS_CACHE_FOLDER, JAX_CACHE_FOLDER)
+# Nothing inside a folder with one of these names (any case) is ever deleted.
+PROTECTED_FOLDERS = frozenset({"checkpoint", "checkpoints", "ckpt", "ckpts", "tensorboard"})
 DEFAULT_MIN_AGE = timedelta(hours=1)
+MAX_AGE = timedelta(days=36500)
+MAX_AGE_TEXT = "100 years (36500d)"
+MAX_CACHE_BYTES = 2**60
+MAX_CACHE_BYTES_TEXT = "1 EiB (2**60 bytes)"
 SAMPLE_SIZE = 10
 SORT_RUN_ENTRIES = 10_000
 
@@ -41,7 +58,7 @@ _CACHE_FOLDER_NAME = re.compile(r"(?i)(?:^|[-_.])cache(?:[-_.]|$)")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s)", re.IGNORECASE)
 _DURATION_UNITS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]i?b|b)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]i?b|b)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {
     "b": 1,
     "kb": 10**3,
@@ -54,6 +71,8 @@ _SIZE_UNITS = {
     "gib": 2**30,
     "tib": 2**40,
     "pib": 2**50,
+    "eb": 10**18,
+    "eib": 2**60,
 }
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -136,6 +155,18 @@ def looks_like_cache_folder(name: str) -> bool:
     return bool(_CACHE_FOLDER_NAME.search(name))
 
 
+def protected_folder(path: str) -> str | None:
+    """The first protected folder (``checkpoints``, ``tensorboard`` ...) in a ``/``-separated path, or None.
+
+    Every segment but the last counts as a folder when ``path`` is an object name; pass a prefix
+    ending with ``/`` to check all its segments.
+    """
+    for folder in path.split("/")[:-1]:
+        if folder.lower() in PROTECTED_FOLDERS:
+            return folder
+    return None
+
+
 def scratch_location_for_bucket(bucket: object, *, param: str = "bucket") -> str:
     """The Slurm scripts' scratch location for a bucket: ``gs://BUCKET/pathways-scratch/shared``."""
     if not isinstance(bucket, str) or not bucket.strip():
@@ -149,57 +180,115 @@ def scratch_location_for_bucket(bucket: object, *, param: str = "bucket") -> str
     return GcsLocation.parse(f"{GCS_SCHEME}{name}/{SLURM_SCRATCH_SUBDIR}", param=param).url
 
 
+def _age_error(param: str, value: object, problem: str) -> ValueError:
+    return ValueError(
+        f"{param}={value!r} {problem}: give an age from 0 to {MAX_AGE_TEXT}, such as '7d', '36h', "
+        "a number of seconds or a timedelta"
+    )
+
+
+def check_age(value: timedelta, *, param: str) -> timedelta:
+    """Return ``value`` if it is an age from 0 to :data:`MAX_AGE`; else ``ValueError`` naming ``param``."""
+    if value < timedelta(0):
+        raise _age_error(param, value, "is negative")
+    if value > MAX_AGE:
+        raise _age_error(param, value, "is too long")
+    return value
+
+
 def parse_duration(value: object, *, param: str) -> timedelta:
-    """A non-negative duration from a timedelta, seconds, or text such as ``'36h'``, ``'7d'``, ``'1d12h'``."""
-    hint = "use e.g. '36h', '7d', '1d12h', a number of seconds or a timedelta"
+    """An age from 0 to :data:`MAX_AGE` (100 years) from a timedelta, seconds, or text such as ``'7d'``.
+
+    Text is a number of seconds or parts with units ``w d h m s`` (``'36h'``, ``'1d12h'``).
+    Anything else (NaN, infinity, negative, longer than 100 years, not a duration) raises
+    ``ValueError`` naming ``param`` and the allowed range.
+    """
     if isinstance(value, timedelta):
-        result = value
-    elif isinstance(value, bool):
-        raise ValueError(f"{param}={value!r} is not a duration: {hint}")
-    elif isinstance(value, int | float):
-        result = timedelta(seconds=float(value))
+        return check_age(value, param=param)
+    if isinstance(value, bool):
+        raise _age_error(param, value, "is not a duration")
+    if isinstance(value, int | float):
+        seconds = float(value)
     elif isinstance(value, str):
         text = value.strip()
         if re.fullmatch(r"-?\d+(\.\d+)?", text):
-            result = timedelta(seconds=float(text))
+            seconds = float(text)
         else:
             negative = text.startswith("-")
             body = text[1:] if negative else text
             parts = _DURATION_PART.findall(body)
             if not parts or _DURATION_PART.sub("", body).strip():
-                raise ValueError(f"{param}={value!r} is not a duration: {hint}")
+                raise _age_error(param, value, "is not a duration")
             seconds = sum(float(num) * _DURATION_UNITS[unit.lower()] for num, unit in parts)
-            result = timedelta(seconds=-seconds if negative else seconds)
+            seconds = -seconds if negative else seconds
     else:
-        raise ValueError(f"{param}={value!r} is not a duration: {hint}")
-    if result < timedelta(0):
-        raise ValueError(f"{param}={value!r} is negative: give an age of zero or more, e.g. '7d'")
-    return result
+        raise _age_error(param, value, "is not a duration")
+    if not math.isfinite(seconds):
+        raise _age_error(param, value, "is not a finite duration")
+    if seconds < 0:
+        raise _age_error(param, value, "is negative")
+    if seconds > MAX_AGE.total_seconds():
+        raise _age_error(param, value, "is too long")
+    return timedelta(seconds=seconds)
+
+
+def _size_error(param: str, value: object, problem: str) -> ValueError:
+    return ValueError(
+        f"{param}={value!r} {problem}: give a whole number of bytes from 0 to {MAX_CACHE_BYTES_TEXT}, "
+        "or text such as '500GiB' or '2TB'"
+    )
 
 
 def parse_size(value: object, *, param: str) -> int:
-    """A non-negative byte count from an int or text such as ``'500GiB'``, ``'1.5TB'``, ``'0'``."""
-    hint = "use a number of bytes or text such as '500GiB' or '2TB'"
+    """A byte count from 0 to :data:`MAX_CACHE_BYTES` from an int or text such as ``'500GiB'``, ``'1.5TB'``.
+
+    Anything else (NaN, infinity, fractions of a byte, negative, more than 1 EiB, not a size)
+    raises ``ValueError`` naming ``param`` and the allowed range.
+    """
     if isinstance(value, bool):
-        raise ValueError(f"{param}={value!r} is not a size: {hint}")
+        raise _size_error(param, value, "is not a size")
     if isinstance(value, int):
         result = value
-    elif isinstance(value, float) and value.is_integer():
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise _size_error(param, value, "is not a finite size")
+        if not value.is_integer():
+            raise _size_error(param, value, "is not a whole number of bytes")
         result = int(value)
     elif isinstance(value, str):
         text = value.strip()
         if text.startswith("-"):
-            raise ValueError(f"{param}={value!r} is negative: give a budget of zero or more bytes")
+            raise _size_error(param, value, "is negative")
         match = _SIZE.match(text)
         if not match:
-            raise ValueError(f"{param}={value!r} is not a size: {hint}")
+            raise _size_error(param, value, "is not a size")
         number, unit = match.groups()
-        result = int(float(number) * _SIZE_UNITS[(unit or "b").lower()])
+        amount = Decimal(number) * _SIZE_UNITS[(unit or "b").lower()]
+        if amount > MAX_CACHE_BYTES:
+            raise _size_error(param, value, "is too large")
+        if amount != amount.to_integral_value():
+            raise _size_error(param, value, "is not a whole number of bytes")
+        result = int(amount)
     else:
-        raise ValueError(f"{param}={value!r} is not a size: {hint}")
+        raise _size_error(param, value, "is not a size")
     if result < 0:
-        raise ValueError(f"{param}={value!r} is negative: give a budget of zero or more bytes")
+        raise _size_error(param, value, "is negative")
+    if result > MAX_CACHE_BYTES:
+        raise _size_error(param, value, "is too large")
     return result
+
+
+def check_count(value: object, *, param: str, low: int, high: int | None = None) -> int:
+    """``value`` if it is a whole number from ``low`` to ``high``, else ``ValueError`` naming ``param``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        allowed = f"from {low} to {high}" if high is not None else f"of {low} or more"
+        raise ValueError(f"{param}={value!r} must be a whole number {allowed}")
+    return value
 
 
 def format_bytes(size: int) -> str:
@@ -248,7 +337,19 @@ class CacheEntry:
 
 @dataclass(frozen=True)
 class CacheSelector:
-    """Decides which objects under a location are cache entries (and which JAX objects pair up)."""
+    """Decides which objects under a location are cache entries (and which JAX objects pair up).
+
+    An object is cache only if it is inside a cache folder and inside no protected folder:
+
+    - cache folders are the ``cache_prefixes`` (relative to the location) when given; otherwise
+      every ``compilation_cache/`` and ``jax_cache/`` folder at any depth, and the whole location
+      when its own folder name says "cache" (``.../jax-cache``);
+    - protected folders (:data:`PROTECTED_FOLDERS`: ``checkpoints``, ``tensorboard`` ...) anywhere
+      in the object's path keep it, whatever its name;
+    - inside a cache folder, an object named like half of a JAX pair (``<key>-cache`` or
+      ``<key>-atime``, ``<key>`` ending in 64 hex digits) is cache only with its partner in the
+      same folder (``jax_pairs=False``: never); every other object is one entry.
+    """
 
     location: GcsLocation
     cache_prefixes: tuple[str, ...] | None = None
@@ -271,6 +372,12 @@ class CacheSelector:
                 f"(e.g. 'gs://{location.bucket}/{SLURM_SCRATCH_SUBDIR}'), or set allow_bucket_root=True "
                 "to clean cache folders across the whole bucket"
             )
+        guarded = protected_folder(location.prefix)
+        if guarded is not None:
+            raise ValueError(
+                f"location={location.url!r} is inside {guarded + '/'!r}: nothing inside checkpoint or "
+                "tensorboard folders is ever deleted; give the scratch location that holds the cache"
+            )
         if isinstance(cache_prefixes, str):
             raise ValueError(
                 f"cache_prefixes={cache_prefixes!r} must be a list of folders, e.g. ['compilation_cache/']"
@@ -285,9 +392,15 @@ class CacheSelector:
                         "e.g. 'compilation_cache/'"
                     )
                 prefix = normalize_prefix(raw, param="cache_prefixes")
+                where = f"{location.url}{prefix}"
+                guarded = protected_folder(prefix)
+                if guarded is not None:
+                    raise ValueError(
+                        f"cache_prefixes entry {raw!r} ({where}) is inside {guarded + '/'!r}: nothing "
+                        "inside checkpoint or tensorboard folders is ever deleted"
+                    )
                 folders = prefix.rstrip("/").split("/") if prefix else [location.folder_name]
                 if not allow_any_prefix and not any(looks_like_cache_folder(f) for f in folders):
-                    where = f"{location.url}{prefix}"
                     raise ValueError(
                         f"cache_prefixes entry {raw!r} ({where}) is not a cache folder (no folder name in it "
                         "contains 'cache'): everything under it would be deleted; point it at a cache "
@@ -303,7 +416,7 @@ class CacheSelector:
 
     @property
     def whole_location_is_cache(self) -> bool:
-        """The location itself is a cache folder (e.g. ``.../compilation_cache/``)."""
+        """The location itself is a cache folder (e.g. ``.../compilation_cache/``, ``.../jax-cache/``)."""
         return self.cache_prefixes is None and looks_like_cache_folder(self.location.folder_name)
 
     def listing_prefixes(self) -> list[str]:
@@ -312,27 +425,31 @@ class CacheSelector:
             return [self.location.prefix]
         return [self.location.prefix + p for p in self.cache_prefixes]
 
-    def classify(self, name: str) -> tuple[str, str] | None:
-        """``None`` (not cache), ``("object", name)``, or ``("atime"|"cache", jax_key_path)``."""
+    def in_cache_folder(self, name: str) -> bool:
+        """Whether object ``name`` is under the location, inside a cache folder and no protected folder."""
         base = self.location.prefix
         if not name.startswith(base):
-            return None
+            return False
         rel = name[len(base) :]
-        if not rel or rel.endswith("/"):
-            return None  # folder placeholder objects are not cache entries
+        if not rel or rel.endswith("/") or protected_folder(name) is not None:
+            return False
         if self.cache_prefixes is not None:
-            in_cache = any(rel.startswith(p) for p in self.cache_prefixes)
-            if not in_cache:
-                return None
-        else:
-            in_cache = self.whole_location_is_cache or PATHWAYS_CACHE_FOLDER in rel.split("/")[:-1]
-        if self.jax_pairs:
-            folder, _, leaf = rel.rpartition("/")
-            match = _JAX_NAME.match(leaf)
-            if match:
-                key_path = f"{base}{folder}/{match['key']}" if folder else f"{base}{match['key']}"
-                return (match["kind"], key_path)
-        return ("object", name) if in_cache else None
+            return any(rel.startswith(p) for p in self.cache_prefixes)
+        if self.whole_location_is_cache:
+            return True
+        return any(folder in DEFAULT_CACHE_FOLDERS for folder in name.split("/")[:-1])
+
+    def classify(self, name: str) -> tuple[str, str] | None:
+        """``None`` (kept), ``("object", name)``, or ``("atime"|"cache", jax_key_path)`` (a pair half)."""
+        if not self.in_cache_folder(name):
+            return None
+        folder, _, leaf = name.rpartition("/")
+        match = _JAX_NAME.match(leaf)
+        if match is None:
+            return ("object", name)
+        if not self.jax_pairs:
+            return None
+        return (match["kind"], f"{folder}/{match['key']}" if folder else match["key"])
 
 
 def group_entries(
@@ -340,18 +457,20 @@ def group_entries(
 ) -> Iterator[CacheEntry]:
     """Turn a name-ordered listing into cache entries, pairing JAX ``-atime``/``-cache`` objects.
 
-    Memory stays bounded: an ``-atime`` waits only until the listing passes its ``-cache`` name.
+    Only complete pairs become entries; a half without its partner is kept and counted in
+    ``stats.unpaired_jax_objects``. Memory stays bounded: an ``-atime`` waits only until the
+    listing passes its ``-cache`` name.
     """
     pending: OrderedDict[str, CacheObject] = OrderedDict()
     for obj in objects:
         stats.listed_objects += 1
         stats.listed_bytes += obj.size
         while pending:
-            key, atime = next(iter(pending.items()))
+            key = next(iter(pending))
             if key + JAX_SUFFIX_CACHE >= obj.name:
                 break
             del pending[key]
-            yield CacheEntry((atime,))  # its -cache object does not exist
+            stats.unpaired_jax_objects += 1  # its -cache object does not exist
         kind = selector.classify(obj.name)
         if kind is None:
             continue
@@ -359,12 +478,14 @@ def group_entries(
         if what == "atime":
             pending[key] = obj
         elif what == "cache":
-            paired = pending.pop(key) if key in pending else None
-            yield CacheEntry((paired, obj)) if paired is not None else CacheEntry((obj,))
+            paired = pending.pop(key, None)
+            if paired is None:
+                stats.unpaired_jax_objects += 1  # its -atime object does not exist
+            else:
+                yield CacheEntry((paired, obj))
         else:
             yield CacheEntry((obj,))
-    for atime in pending.values():
-        yield CacheEntry((atime,))
+    stats.unpaired_jax_objects += len(pending)
 
 
 @dataclass
@@ -373,6 +494,7 @@ class ListingStats:
 
     listed_objects: int = 0
     listed_bytes: int = 0
+    unpaired_jax_objects: int = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,6 +549,7 @@ class PlanSummary:
     planned_at: str
     listed_objects: int = 0
     listed_bytes: int = 0
+    unpaired_jax_objects: int = 0
     cache_entries: int = 0
     cache_objects: int = 0
     cache_bytes: int = 0
@@ -511,6 +634,11 @@ class PlanBuilder:
             raise ValueError(
                 "give older_than (an age such as '7d') and/or max_cache_bytes (a budget such as '500GiB')"
             )
+        if older_than is not None:
+            check_age(older_than, param="older_than")
+        check_age(min_age, param="min_age")
+        if max_cache_bytes is not None:
+            parse_size(max_cache_bytes, param="max_cache_bytes")
         self.selector = selector
         self.now = now or datetime.now(timezone.utc)
         self.cutoff = self.now - older_than if older_than is not None else None
@@ -562,6 +690,7 @@ class PlanBuilder:
                 for entry in group_entries(listing, self.selector, stats):
                     summary.listed_objects = stats.listed_objects
                     summary.listed_bytes = stats.listed_bytes
+                    summary.unpaired_jax_objects = stats.unpaired_jax_objects
                     summary.cache_entries += 1
                     summary.cache_objects += len(entry.objects)
                     summary.cache_bytes += entry.size
@@ -572,6 +701,7 @@ class PlanBuilder:
                         seq += 1
             summary.listed_objects = stats.listed_objects
             summary.listed_bytes = stats.listed_bytes
+            summary.unpaired_jax_objects = stats.unpaired_jax_objects
             if self.max_cache_bytes is not None:
                 excess = summary.cache_bytes - summary.planned_bytes - self.max_cache_bytes
                 guard_us = _to_us(self.guard)
@@ -656,7 +786,13 @@ def _sorted_candidates(path: Path, workdir: Path, run_entries: int) -> Iterator[
 
 @dataclass
 class CleanupReport:
-    """What a cleanup did (or, for a dry run, would do)."""
+    """What a cleanup did (or, for a dry run, would do).
+
+    Counts are exact for what this run did: ``deleted_*`` only what this run's requests removed
+    (a JAX pair counts as a deleted entry for the run that deleted its ``-cache`` object),
+    ``missing_objects`` what was already gone when this run asked, so concurrent cleanups of the
+    same location add up to what existed.
+    """
 
     plan: PlanSummary
     dry_run: bool
@@ -682,41 +818,59 @@ class CleanupReport:
         return data
 
     def summary_table(self) -> str:
-        """A short table for task logs."""
+        """A short table for task logs: entries (what is deleted together), objects and bytes."""
         plan = self.plan
         title = f"Compilation cache cleanup of {plan.location}" + (
             " (DRY RUN: nothing deleted)" if self.dry_run else ""
         )
-        rows: list[tuple[str, str, str]] = [
-            ("listed under location", f"{plan.listed_objects}", format_bytes(plan.listed_bytes)),
-            ("cache entries", f"{plan.cache_objects}", format_bytes(plan.cache_bytes)),
-            ("planned to delete", f"{plan.planned_objects}", format_bytes(plan.planned_bytes)),
+        rows: list[tuple[str, str, str, str]] = [
+            ("listed under location", "", f"{plan.listed_objects}", format_bytes(plan.listed_bytes)),
+            ("cache", f"{plan.cache_entries}", f"{plan.cache_objects}", format_bytes(plan.cache_bytes)),
+            (
+                "planned to delete",
+                f"{plan.planned_entries}",
+                f"{plan.planned_objects}",
+                format_bytes(plan.planned_bytes),
+            ),
         ]
         if not self.dry_run:
             rows += [
-                ("deleted", f"{self.deleted_objects}", format_bytes(self.deleted_bytes)),
-                ("kept: changed since plan", f"{self.skipped_changed_objects}", ""),
-                ("already gone", f"{self.missing_objects}", ""),
-                ("errors", f"{self.errors}", ""),
+                (
+                    "deleted",
+                    f"{self.deleted_entries}",
+                    f"{self.deleted_objects}",
+                    format_bytes(self.deleted_bytes),
+                ),
+                (
+                    "kept: changed since plan",
+                    f"{self.skipped_changed_entries}",
+                    f"{self.skipped_changed_objects}",
+                    "",
+                ),
+                ("already gone", "", f"{self.missing_objects}", ""),
+                ("errors", "", f"{self.errors}", ""),
             ]
         kept = plan.cache_bytes - (plan.planned_bytes if self.dry_run else self.deleted_bytes)
-        rows.append(("cache left", "", format_bytes(kept)))
-        widths = [max(len(r[i]) for r in [("", "objects", "bytes"), *rows]) for i in range(3)]
+        rows.append(("cache left", "", "", format_bytes(kept)))
+        header = ("", "entries", "objects", "bytes")
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
         line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-        out = [
-            title,
-            line,
-            f"| {'':<{widths[0]}} | {'objects':>{widths[1]}} | {'bytes':>{widths[2]}} |",
-            line,
-        ]
-        out += [f"| {a:<{widths[0]}} | {b:>{widths[1]}} | {c:>{widths[2]}} |" for a, b, c in rows]
-        out.append(line)
+
+        def fmt(row: tuple[str, str, str, str]) -> str:
+            cells = [row[0].ljust(widths[0])] + [row[i].rjust(widths[i]) for i in range(1, 4)]
+            return "| " + " | ".join(cells) + " |"
+
+        out = [title, line, fmt(header), line, *(fmt(r) for r in rows), line]
         criteria = []
         if plan.older_than_seconds is not None:
             criteria.append(f"older than {timedelta(seconds=plan.older_than_seconds)} (before {plan.cutoff})")
         if plan.max_cache_bytes is not None:
             criteria.append(f"budget {format_bytes(plan.max_cache_bytes)}")
         out.append("criteria: " + ", ".join(criteria))
+        if plan.unpaired_jax_objects:
+            out.append(
+                f"kept {plan.unpaired_jax_objects} JAX cache objects whose -cache/-atime partner is missing"
+            )
         if plan.over_budget_bytes:
             out.append(
                 f"still {format_bytes(plan.over_budget_bytes)} over budget: the rest is newer than min_age "

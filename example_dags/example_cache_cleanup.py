@@ -5,8 +5,9 @@ compilation-cache entries. This DAG, every night:
 
 1. reports what a cleanup of every scratch location under ``scratch_root`` would free (dry run);
 2. deletes cache entries not used for ``older_than``, then the oldest ones while the caches
-   exceed ``max_cache_bytes`` (newest kept). Run outputs and checkpoints that share the scratch
-   locations are never touched: only ``compilation_cache/`` folders and JAX cache pairs.
+   exceed ``max_cache_bytes`` (newest kept). Only ``compilation_cache/`` and ``jax_cache/``
+   folders are cleaned (JAX cache files only as whole ``-cache``/``-atime`` pairs); run outputs,
+   checkpoints and TensorBoard logs that share the scratch locations are never touched.
 
 The alternative without a cleanup task is a bucket lifecycle rule: ``example_cache_lifecycle_rule``
 (run by hand; it needs permission to change the bucket's configuration).

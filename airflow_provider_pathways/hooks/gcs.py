@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import random
+import select
 import shutil
 import socket
 import ssl
@@ -40,6 +41,7 @@ from airflow_provider_pathways.compilation_cache import (
     GcsLocation,
     PlanBuilder,
     SetDigest,
+    check_count,
     encode_entry,
     looks_like_cache_folder,
     normalize_prefix,
@@ -58,6 +60,7 @@ STORAGE_SCOPE = "https://www.googleapis.com/auth/devstorage.full_control"
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 LIST_PAGE_SIZE = 1000
+MAX_WORKERS = 256
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _USER_AGENT = f"airflow-provider-pathways/{__version__} compilation-cache-cleanup"
 _MAX_ERROR_SAMPLES = 10
@@ -74,6 +77,10 @@ class _Outcome:
 
 class HttpProtocolError(OSError):
     """The server's answer was not valid HTTP/1.1 (the connection is dropped and the request retried)."""
+
+
+class RequestNotSent(OSError):
+    """The request never reached the server: connecting failed or the request could not be written."""
 
 
 def read_http_response(rfile: Any, method: str) -> tuple[int, bytes, bool]:
@@ -217,23 +224,39 @@ class _StorageHttp:
             f"Content-Length: {len(body)}\r\n\r\n"
         )
         payload = head.encode("utf-8") + body
-        for attempt in (1, 2):
-            current = getattr(self._local, "conn", None)
-            reused = current is not None
-            if current is None:
-                current = self._local.conn = self._open()
+        current = getattr(self._local, "conn", None)
+        if current is not None and _dropped(current[0].sock):
+            self.reset()  # an idle keep-alive connection the server has closed: do not send on it
+            current = None
+        if current is None:
             try:
-                current[0].sock.sendall(payload)  # type: ignore[union-attr]
-                status, data, close = read_http_response(current[1], method)
-            except (OSError, http.client.HTTPException):
-                self.reset()
-                if reused and attempt == 1:
-                    continue  # an idle keep-alive connection the server had closed: once more, fresh
-                raise
-            if close:
-                self.reset()
-            return status, data
-        raise AssertionError("unreachable")
+                current = self._local.conn = self._open()
+            except (OSError, http.client.HTTPException) as err:
+                raise RequestNotSent(f"{type(err).__name__}: {err}") from None
+        try:
+            current[0].sock.sendall(payload)  # type: ignore[union-attr]
+        except OSError as err:
+            self.reset()
+            raise RequestNotSent(f"{type(err).__name__}: {err}") from None
+        try:
+            status, data, close = read_http_response(current[1], method)
+        except (OSError, http.client.HTTPException):
+            self.reset()  # sent but unanswered: the server may have carried it out
+            raise
+        if close:
+            self.reset()
+        return status, data
+
+
+def _dropped(sock: socket.socket | None) -> bool:
+    """Whether an idle connection was closed by the server (readable with nothing asked means EOF)."""
+    if sock is None:
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _error_detail(status: int, body: bytes) -> str:
@@ -290,8 +313,7 @@ class CompilationCacheHook(BaseHook):
         progress_every: int = 5000,
     ) -> None:
         super().__init__()
-        if not isinstance(max_workers, int) or not 1 <= max_workers <= 256:
-            raise ValueError(f"max_workers={max_workers!r} must be an integer from 1 to 256")
+        check_count(max_workers, param="max_workers", low=1, high=MAX_WORKERS)
         if not isinstance(list_page_size, int) or list_page_size < 1:
             raise ValueError(f"list_page_size={list_page_size!r} must be a positive integer")
         if not isinstance(max_attempts, int) or max_attempts < 1:
@@ -435,12 +457,14 @@ class CompilationCacheHook(BaseHook):
         """
         List the location page by page and plan which cache entries go; deletes nothing.
 
-        Only cache entries count: objects in a ``compilation_cache/`` folder (at any depth) and JAX
-        ``<key>-cache``/``<key>-atime`` pairs, or, with ``cache_prefixes``, objects in those folders
-        (relative to the location). An entry goes if it was last updated more than ``older_than``
-        ago, and then, while the cache exceeds ``max_cache_bytes``, oldest first (never one updated
-        less than ``min_age`` ago). The plan keeps each object's generation and lives on disk:
-        use it as a context manager (or ``close()`` it).
+        Only cache entries count (see :class:`CacheSelector`): objects inside a ``compilation_cache/``
+        or ``jax_cache/`` folder (at any depth) or, with ``cache_prefixes``, inside those folders
+        (relative to the location); never inside ``checkpoints/``, ``tensorboard/`` and the like;
+        JAX ``<key>-cache``/``<key>-atime`` files only as complete pairs. An entry goes if it was
+        last updated more than ``older_than`` ago, and then, while the cache exceeds
+        ``max_cache_bytes``, oldest first (never one updated less than ``min_age`` ago). The plan
+        keeps each object's generation and lives on disk: use it as a context manager (or
+        ``close()`` it).
 
         :raises ValueError: bad input (named parameter and the fix), before any request.
         :raises BucketNotFoundError: the bucket does not exist (or is not visible).
@@ -543,6 +567,7 @@ class CompilationCacheHook(BaseHook):
             allow_bucket_root=allow_bucket_root,
             allow_any_prefix=allow_any_prefix,
         )
+        check_count(max_errors, param="max_errors", low=1)
         report = CleanupReport(plan=builder.summary, dry_run=dry_run)
         entries = builder.select(self._iter_listing(builder.selector))
         if dry_run:
@@ -564,12 +589,14 @@ class CompilationCacheHook(BaseHook):
         Delete a plan's entries with ``max_workers`` concurrent conditional requests.
 
         Each delete carries ``ifGenerationMatch`` with the generation seen when planning, so an
-        object rewritten since survives (counted as changed). JAX pairs go ``-atime`` first: if
-        it changed, the pair is kept; if the ``-cache`` object then cannot go, the ``-atime`` is
-        written back so the pair stays whole. 408/429/5xx and connection errors are retried with
-        exponential backoff. Stops after ``max_errors`` failed objects. ``dry_run`` sends no
-        request and reports the plan.
+        object rewritten since survives (counted as changed). A 404 counts as already gone, unless
+        an earlier attempt of this run was sent and left unanswered (then it counts as deleted).
+        JAX pairs go ``-atime`` first: if it changed, the pair is kept; if the ``-cache`` object
+        then cannot go, the ``-atime`` is written back so the pair stays whole. 408/429/5xx and
+        connection errors are retried with exponential backoff. Stops after ``max_errors`` failed
+        objects. ``dry_run`` sends no request and reports the plan.
         """
+        check_count(max_errors, param="max_errors", low=1)
         report = CleanupReport(plan=plan.summary, dry_run=dry_run)
         if dry_run:
             self._log_dry_run(report)
@@ -754,7 +781,6 @@ class _DeleteRun:
                     if outcome.status == "error":
                         self._record_error_locked(obj.name, outcome)
             else:
-                deleted_all = True
                 for obj, outcome in results:
                     if outcome.status == "deleted":
                         report.deleted_objects += 1
@@ -763,12 +789,13 @@ class _DeleteRun:
                     elif outcome.status == "missing":
                         report.missing_objects += 1
                     elif outcome.status == "changed":
-                        deleted_all = False
                         report.skipped_changed_objects += 1
                     else:
-                        deleted_all = False
                         self._record_error_locked(obj.name, outcome)
-                if deleted_all:
+                # An entry is deleted by the run that deleted its last object (a pair's -cache):
+                # concurrent cleanups count each entry once.
+                last_obj, last_outcome = results[-1]
+                if last_obj is entry.objects[-1] and last_outcome.status == "deleted":
                     report.deleted_entries += 1
                 elif any(o.status == "changed" for _, o in results):
                     report.skipped_changed_entries += 1
@@ -817,11 +844,17 @@ class _DeleteRun:
         hook = self.hook
         delay = hook.retry_initial_delay
         refreshed = False
+        # An attempt the server answered (any status) was not carried out unless it says so; one sent
+        # and left unanswered (connection dropped or timed out while waiting) may have been.
+        maybe_applied = False
         last = _Outcome("error", 0, "no attempt made")
         for attempt in range(1, hook.max_attempts + 1):
             try:
                 status, data = self.http.request(method, path, query, body, force_refresh=False)
+            except RequestNotSent as err:
+                last = _Outcome("error", 0, str(err)[:200])
             except (OSError, http.client.HTTPException) as err:
+                maybe_applied = True
                 last = _Outcome("error", 0, f"{type(err).__name__}: {err}"[:200])
             else:
                 if status in (200, 204):
@@ -829,8 +862,8 @@ class _DeleteRun:
                 if status == 412:
                     return _Outcome("changed", status)
                 if status == 404:
-                    # A retried delete that finds nothing was most likely done by the earlier attempt.
-                    gone = "deleted" if attempt > 1 and expect_missing_after_retry else "missing"
+                    # Gone: this run removed it only if an earlier attempt went unanswered.
+                    gone = "deleted" if maybe_applied and expect_missing_after_retry else "missing"
                     return _Outcome(gone, status)
                 if status == 401 and not refreshed:
                     refreshed = True

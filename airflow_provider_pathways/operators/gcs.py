@@ -16,6 +16,7 @@ from airflow_provider_pathways.compilation_cache import (
     DEFAULT_MIN_AGE,
     CacheSelector,
     GcsLocation,
+    check_count,
     parse_duration,
     parse_size,
     scratch_location_for_bucket,
@@ -42,8 +43,12 @@ class CleanupCompilationCacheOperator(BaseOperator):
     ``gs://BUCKET/pathways-scratch/shared``) or ``pathways_dir_from_task`` (the ``pathways_dir`` an
     upstream ``PathwaysJobOperator`` pushed). What: entries last updated more than ``older_than``
     ago, and/or the oldest ones while the cache exceeds ``max_cache_bytes``. Only cache entries are
-    touched (``compilation_cache/`` folders and JAX ``-cache``/``-atime`` pairs), each delete
-    conditioned on the generation seen when planning.
+    touched: objects in ``compilation_cache/`` and ``jax_cache/`` folders (or ``cache_prefixes``),
+    JAX ``-cache``/``-atime`` files only as whole pairs, nothing inside ``checkpoints/`` or
+    ``tensorboard/``; each delete is conditioned on the generation seen when planning.
+
+    Ages and sizes are checked here for values given directly, and after rendering (before any
+    request) for templated ones: ages from 0 to 100 years, sizes from 0 to 1 EiB.
 
     Runs as a teardown by default (``trigger_rule="all_done"``): it runs even if training failed.
     The report (a dict) is the return value (XCom ``return_value``) and also pushed under
@@ -57,7 +62,8 @@ class CleanupCompilationCacheOperator(BaseOperator):
     :param max_cache_bytes: size budget such as ``"500GiB"`` or bytes; oldest go first (templated).
     :param dry_run: plan and report only, delete nothing.
     :param cache_prefixes: cache folders relative to the location instead of the defaults (templated).
-    :param jax_pairs: treat JAX ``<key>-cache``/``<key>-atime`` objects as cache entries.
+    :param jax_pairs: delete complete JAX ``<key>-cache``/``<key>-atime`` pairs in cache folders
+        (``False``: keep every JAX cache file).
     :param min_age: with a budget, never delete entries updated less than this ago.
     :param allow_bucket_root: allow a bucket root as location (cleans cache folders bucket-wide).
     :param allow_any_prefix: allow ``cache_prefixes`` whose names do not say "cache".
@@ -153,6 +159,8 @@ class CleanupCompilationCacheOperator(BaseOperator):
             return value is not None and not (parse_time and _templated(value))
 
         parsed: dict[str, Any] = {}
+        check_count(self.max_workers, param="max_workers", low=1, high=256)
+        check_count(self.max_errors, param="max_errors", low=1)
         if ready(self.older_than):
             parsed["older_than"] = parse_duration(self.older_than, param="older_than")
         if ready(self.max_cache_bytes):

@@ -1,8 +1,9 @@
 """Demo of the compilation-cache cleanup on the GCS emulator: ``python -m sandbox.gcs demo``.
 
 Seeds ``gs://pathways-team-bucket`` with two Pathways scratch locations (stale and fresh cache
-entries, JAX cache pairs, checkpoints and logs), runs ``example_dags/example_cache_cleanup.py``
-with ``dag.test()`` and checks that exactly the stale cache entries went.
+entries, JAX cache pairs, checkpoints, one of them named like a JAX cache file, and logs), runs
+``example_dags/example_cache_cleanup.py`` with ``dag.test()`` and checks that exactly the stale
+cache entries went.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def seed_demo_bucket(emulator: GcsEmulator, bucket: str = DEMO_BUCKET) -> tuple[
         doomed.update({f"{cache}/{i:04d}.binarypb": 2_000_000 for i in range(40)})
         doomed[f"{cache}/temp/{location[-6:]}.binarypb"] = 1000
         kept.update({f"{location}/checkpoints/step_1000/state.{i}": 50_000_000 for i in range(3)})
+        # Named like a JAX cache file, but a checkpoint shard: never touched.
+        kept[f"{location}/checkpoints/step_1000/{_jax('shard')}-cache"] = 50_000_000
         kept[f"{location}/logs/train.log"] = 10_000
     jax = "pathways-scratch/shared/jax_cache"
     doomed.update({f"{jax}/{_jax('old')}-atime": 8, f"{jax}/{_jax('old')}-cache": 3_000_000})

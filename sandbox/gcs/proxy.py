@@ -4,8 +4,14 @@ Measured: fake-gcs-server and gcp-storage-emulator both ignore ``ifGenerationMat
 DELETE. Real GCS answers 412 when the object's generation differs. This proxy does that check (it
 reads the object's current generation from the emulator, then forwards the delete only if it
 matches), records every DELETE it sees with its query (so tests can show the condition was sent
-with each request), and can answer the first N delete attempts of each object with an error
-status (429/503) to exercise retries. Everything else is forwarded unchanged.
+with each request) and every request's method and path, and injects two kinds of faults on the
+first N delete attempts of each object:
+
+- ``fail_deletes(503, n)``: answer with an error status *before* forwarding (the object stays);
+- ``drop_delete_responses(n)``: forward the delete (the object goes), then close the connection
+  without an answer, as when a response is lost on the way back.
+
+Everything else is forwarded unchanged.
 """
 
 from __future__ import annotations
@@ -33,9 +39,20 @@ class RecordedDelete:
 
 @dataclass
 class _Faults:
-    status: int = 0
+    status: int = 0  # 0: drop the response after forwarding
     per_object: int = 0
     seen: dict[str, int] = field(default_factory=dict)
+    injected: int = 0
+
+    def take(self, name: str) -> bool:
+        """Whether this attempt on ``name`` gets the fault (counts it)."""
+        if self.per_object and self.seen.get(name, 0) < self.per_object:
+            self.seen[name] = self.seen.get(name, 0) + 1
+            return True
+        return False
+
+
+_DROP = (0, [], b"")  # sentinel answer: close the connection without responding
 
 
 class GcsProxy:
@@ -49,6 +66,7 @@ class GcsProxy:
         self.upstream_port = parsed.port or 80
         self.enforce_generation_match = enforce_generation_match
         self.deletes: list[RecordedDelete] = []
+        self.requests: list[tuple[str, str]] = []
         self._faults = _Faults()
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -56,6 +74,7 @@ class GcsProxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
@@ -64,6 +83,9 @@ class GcsProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 status, headers, data = proxy._dispatch(self.command, self.path, dict(self.headers), body)
+                if status == 0:
+                    self.close_connection = True
+                    return
                 self.send_response(status)
                 for key, value in headers:
                     if key.lower() not in _HOP_HEADERS and key.lower() != "content-length":
@@ -83,9 +105,27 @@ class GcsProxy:
         self._thread.start()
 
     def fail_deletes(self, status: int, per_object: int) -> None:
-        """Answer the first ``per_object`` DELETE attempts of each object with ``status``."""
+        """Answer the first ``per_object`` DELETE attempts of each object with ``status`` (not forwarded)."""
+        if status < 400:
+            raise ValueError(f"status={status}: give an error status such as 503 or 429")
         with self._lock:
             self._faults = _Faults(status=status, per_object=per_object)
+
+    def drop_delete_responses(self, per_object: int) -> None:
+        """Forward the first ``per_object`` DELETE attempts of each object, then drop the connection
+        without answering: the object is gone but the client never hears so."""
+        with self._lock:
+            self._faults = _Faults(status=0, per_object=per_object)
+
+    def faults_injected(self) -> int:
+        """How many error answers or dropped answers the proxy has injected since the last setting."""
+        with self._lock:
+            return self._faults.injected
+
+    def deleted_by_proxy(self) -> int:
+        """How many DELETEs the emulator carried out (answered 2xx, or forwarded and then dropped)."""
+        with self._lock:
+            return sum(1 for d in self.deletes if 200 <= d.status < 300 or d.status == 0)
 
     def _upstream(
         self, method: str, path: str, headers: dict[str, str], body: bytes
@@ -113,6 +153,8 @@ class GcsProxy:
     def _dispatch(
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, list[tuple[str, str]], bytes]:
+        with self._lock:
+            self.requests.append((method, path))
         parsed = urllib.parse.urlsplit(path)
         parts = parsed.path.split("/")
         # /storage/v1/b/{bucket}/o/{object}
@@ -132,8 +174,9 @@ class GcsProxy:
     ) -> tuple[int, list[tuple[str, str]], bytes]:
         with self._lock:
             faults = self._faults
-            if faults.status and faults.seen.get(name, 0) < faults.per_object:
-                faults.seen[name] = faults.seen.get(name, 0) + 1
+            faulty = faults.take(name)
+            if faulty and faults.status:
+                faults.injected += 1
                 return _error(faults.status, "injected by the sandbox proxy")
         wanted = query.get("ifGenerationMatch")
         if self.enforce_generation_match and wanted is not None:
@@ -141,7 +184,12 @@ class GcsProxy:
             status, _, data = self._upstream("GET", meta_path, {}, b"")
             if status == 200 and str(json.loads(data).get("generation")) != wanted:
                 return _error(412, "At least one of the pre-conditions you specified did not hold.")
-        return self._upstream(method, path, headers, body)
+        answer = self._upstream(method, path, headers, body)
+        if faulty and 200 <= answer[0] < 300:
+            with self._lock:
+                faults.injected += 1
+            return _DROP  # carried out, answer lost
+        return answer
 
     def stop(self) -> None:
         self._server.shutdown()

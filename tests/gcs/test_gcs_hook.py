@@ -83,17 +83,22 @@ def test_jax_pairs_go_whole_or_not_at_all_even_across_listing_pages(
     report = hook(list_page_size=3).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
 
     left = names(emulator, bucket)
-    assert left == {f"{folder}/{used}-cache", f"{folder}/{used}-atime"}
+    orphan = f"{folder}/{jax_key('orphan_atime')}-atime"
+    assert left == {f"{folder}/{used}-cache", f"{folder}/{used}-atime", orphan}  # an unpaired half stays
     assert report.plan.planned_jax_pairs == len(old_pairs)
-    assert report.deleted_entries == len(old_pairs) + 1  # the pairs and the orphan atime
-    assert report.deleted_objects == 2 * len(old_pairs) + 1
+    assert report.plan.unpaired_jax_objects == 1
+    assert report.deleted_entries == len(old_pairs)
+    assert report.deleted_objects == 2 * len(old_pairs)
 
 
 def test_dry_run_deletes_nothing_and_reports_exactly_what_a_real_run_then_deletes(
     emulator: GcsEmulator, bucket: str, seed: Seed
 ) -> None:
     seed(bucket, {f"{CACHE}/e{i}.binarypb": 10 + i for i in range(25)})
-    seed(bucket, {f"{SCRATCH}/jax/{jax_key('p')}-atime": 8, f"{SCRATCH}/jax/{jax_key('p')}-cache": 64})
+    seed(
+        bucket,
+        {f"{SCRATCH}/jax_cache/{jax_key('p')}-atime": 8, f"{SCRATCH}/jax_cache/{jax_key('p')}-cache": 64},
+    )
     seed(bucket, {f"{SCRATCH}/logs/run.log": 99})
     emulator.upload(bucket, f"{CACHE}/fresh.binarypb", b"fresh")
     location = f"gs://{bucket}/{SCRATCH}"
@@ -136,8 +141,8 @@ def test_an_entry_rewritten_between_plan_and_delete_is_kept(
     entries = {f"{CACHE}/e{i}.binarypb": 100 for i in range(12)}
     pair_touched, pair_rewritten = jax_key("touched"), jax_key("rewritten")
     for key in (pair_touched, pair_rewritten):
-        entries[f"{SCRATCH}/jax/{key}-atime"] = 8
-        entries[f"{SCRATCH}/jax/{key}-cache"] = 300
+        entries[f"{SCRATCH}/jax_cache/{key}-atime"] = 8
+        entries[f"{SCRATCH}/jax_cache/{key}-cache"] = 300
     seed(bucket, entries)
     location = f"gs://{bucket}/{SCRATCH}"
 
@@ -147,11 +152,11 @@ def test_an_entry_rewritten_between_plan_and_delete_is_kept(
         # recompiles another JAX entry (its -cache object is rewritten).
         rewritten = {
             f"{CACHE}/e5.binarypb": gcs_emulator.upload(bucket, f"{CACHE}/e5.binarypb", b"recompiled"),
-            f"{SCRATCH}/jax/{pair_touched}-atime": gcs_emulator.upload(
-                bucket, f"{SCRATCH}/jax/{pair_touched}-atime", b"\x01" * 8
+            f"{SCRATCH}/jax_cache/{pair_touched}-atime": gcs_emulator.upload(
+                bucket, f"{SCRATCH}/jax_cache/{pair_touched}-atime", b"\x01" * 8
             ),
-            f"{SCRATCH}/jax/{pair_rewritten}-cache": gcs_emulator.upload(
-                bucket, f"{SCRATCH}/jax/{pair_rewritten}-cache", b"x" * 300
+            f"{SCRATCH}/jax_cache/{pair_rewritten}-cache": gcs_emulator.upload(
+                bucket, f"{SCRATCH}/jax_cache/{pair_rewritten}-cache", b"x" * 300
             ),
         }
         report = hook(max_workers=4).delete(plan)
@@ -164,10 +169,10 @@ def test_an_entry_rewritten_between_plan_and_delete_is_kept(
     # Both JAX pairs are still whole: the touched one was never split, the other had its
     # -atime written back after its -cache refused to go.
     for key in (pair_touched, pair_rewritten):
-        assert {f"{SCRATCH}/jax/{key}-atime", f"{SCRATCH}/jax/{key}-cache"} <= left
+        assert {f"{SCRATCH}/jax_cache/{key}-atime", f"{SCRATCH}/jax_cache/{key}-cache"} <= left
     assert left - set(rewritten) == {
-        f"{SCRATCH}/jax/{pair_touched}-cache",
-        f"{SCRATCH}/jax/{pair_rewritten}-atime",
+        f"{SCRATCH}/jax_cache/{pair_touched}-cache",
+        f"{SCRATCH}/jax_cache/{pair_rewritten}-atime",
     }
     assert report.restored_atimes == 1
     assert report.skipped_changed_entries == 3
@@ -258,7 +263,7 @@ def test_bucket_root_needs_the_explicit_flag_and_then_cleans_every_scratch_locat
         ("gs://{bucket}/pathways-scratch/shared", {}, "give older_than"),
         (
             "gs://{bucket}/pathways-scratch/shared",
-            {"older_than": "1d", "cache_prefixes": ["checkpoints/"]},
+            {"older_than": "1d", "cache_prefixes": ["outputs/"]},
             "allow_any_prefix",
         ),
         ("gs://{bucket}/pathways-scratch/*", {"older_than": "1d"}, "wildcard"),
@@ -316,3 +321,27 @@ def test_requests_never_leave_the_location(
     hook().cleanup(f"gs://{bucket}/{SCRATCH}/", older_than="1h")
     assert [d.name for d in proxy.deletes] == [f"{CACHE}/a.binarypb"]
     assert all(urllib.parse.unquote(d.name).startswith(f"{SCRATCH}/") for d in proxy.deletes)
+
+
+def test_the_summary_table_counts_entries_and_objects_apart(
+    emulator: GcsEmulator, bucket: str, seed: Seed
+) -> None:
+    """45 Pathways entries and one JAX pair: 46 entries, 47 objects, each in its own column."""
+    objects = {f"{CACHE}/e{i:02d}.binarypb": 100 for i in range(45)}
+    key = jax_key("pair")
+    objects.update({f"{SCRATCH}/jax_cache/{key}-atime": 8, f"{SCRATCH}/jax_cache/{key}-cache": 300})
+    seed(bucket, objects)
+
+    table = hook().cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d").summary_table()
+
+    rows = {
+        cells[0]: cells[1:]
+        for line in table.splitlines()
+        if line.startswith("| ")
+        for cells in [[cell.strip() for cell in line.strip("|").split("|")]]
+    }
+    assert rows[""] == ["entries", "objects", "bytes"]
+    assert rows["cache"] == ["46", "47", "4.7 KiB"]
+    assert rows["planned to delete"] == rows["deleted"] == ["46", "47", "4.7 KiB"]
+    assert rows["already gone"] == ["", "0", ""]
+    assert rows["cache left"] == ["", "", "0 B"]

@@ -45,9 +45,14 @@ def test_durations_and_sizes() -> None:
     assert parse_size("500GiB", param="x") == 500 * 2**30
     assert parse_size("1.5TB", param="x") == 1_500_000_000_000
     assert parse_size(0, param="x") == 0
-    for bad in ("7 days please", "1x", True, [1]):
-        with pytest.raises(ValueError, match="older_than"):
+    assert parse_duration("36500d", param="x") == timedelta(days=36500)
+    assert parse_size("1EiB", param="x") == 2**60
+    for bad in ("7 days please", "1x", True, [1], float("nan"), float("inf"), "36501d", 10**12):
+        with pytest.raises(ValueError, match=r"older_than=.* give an age from 0 to 100 years"):
             parse_duration(bad, param="older_than")
+    for bad in ("lots", float("nan"), 2**60 + 1, "1.5", 0.5, -1, "1025PiB"):
+        with pytest.raises(ValueError, match=r"max_cache_bytes=.* from 0 to 1 EiB"):
+            parse_size(bad, param="max_cache_bytes")
 
 
 def test_what_counts_as_a_cache_entry() -> None:
@@ -58,14 +63,18 @@ def test_what_counts_as_a_cache_entry() -> None:
         base + "compilation_cache/default/a.binarypb",
     )
     assert scratch.classify(base + "x/compilation_cache/temp/b") is not None
-    assert scratch.classify(base + "jax/jit_f-" + HEX + "-atime") == ("atime", base + "jax/jit_f-" + HEX)
-    assert scratch.classify(base + "jax/jit_f-" + HEX + "-cache") == ("cache", base + "jax/jit_f-" + HEX)
+    jax = base + "jax_cache/jit_f-" + HEX
+    assert scratch.classify(jax + "-atime") == ("atime", jax)
+    assert scratch.classify(jax + "-cache") == ("cache", jax)
     for kept in (
         "model-cache",
         "compilation_cache",
         "ckpt/compilation_cache.txt",
         "compilation_cache/",
         "jit_f-abc-cache",
+        "jax/jit_f-" + HEX + "-atime",  # a JAX name outside every cache folder
+        "checkpoints/compilation_cache/a",  # a cache folder inside a protected one
+        "compilation_cache/TensorBoard/b",
     ):
         assert scratch.classify(base + kept) is None, kept
     assert scratch.classify("pathways-scratch/shared2/compilation_cache/a") is None
@@ -111,14 +120,21 @@ def test_age_and_budget_together_and_the_min_age_guard() -> None:
         assert plan.summary.over_budget_bytes == 20
 
 
-def test_jax_pairs_are_paired_across_any_gap_and_orphans_stand_alone() -> None:
+def test_jax_pairs_are_paired_across_any_gap_and_unpaired_halves_are_kept() -> None:
     selector = CacheSelector.build(GcsLocation.parse("gs://bkt/jax-cache"))
-    k1, k2 = f"jax-cache/jit_a-{HEX}", f"jax-cache/jit_b-{HEX}"
-    listing = [obj(k1 + "-atime", 9), obj(k1 + "-cache", 9), obj(k2 + "-atime", 9), obj("jax-cache/zz", 9)]
+    k1, k2, k3 = (f"jax-cache/jit_{x}-{HEX}" for x in "abc")
+    listing = [
+        obj(k1 + "-atime", 9),
+        obj(k1 + "-b-not-jax", 9),
+        obj(k1 + "-cache", 9),
+        obj(k2 + "-atime", 9),
+        obj(k3 + "-cache", 9),
+        obj("jax-cache/zz", 9),
+    ]
     with build_plan(listing, selector, older_than=timedelta(days=1), max_cache_bytes=None, now=T0) as plan:
         entries = [tuple(o.name for o in e.objects) for e in plan.entries()]
-    assert (k1 + "-atime", k1 + "-cache") in entries
-    assert (k2 + "-atime",) in entries and ("jax-cache/zz",) in entries
+        assert plan.summary.unpaired_jax_objects == 2
+    assert entries == [(k1 + "-b-not-jax",), (k1 + "-atime", k1 + "-cache"), ("jax-cache/zz",)]
 
 
 def test_plan_files_are_removed_on_close() -> None:

@@ -67,3 +67,18 @@ with DAG(
         prefix="pathways-scratch/shared/compilation_cache/",
         age_days=14,
     )
+
+
+with DAG(
+    dag_id="gcs_cleanup_templated_values",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    params={"bucket": "", "older_than": "7d", "budget": "1GiB"},
+) as templated_values:
+    CleanupCompilationCacheOperator(
+        task_id="cleanup_cache",
+        bucket="{{ params.bucket }}",
+        older_than="{{ params.older_than }}",
+        max_cache_bytes="{{ params.budget }}",
+    )
