@@ -88,6 +88,8 @@ class ServerState:
     bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL
     open_watches: int = 0
     started_at: float = field(default_factory=time.time)
+    # Injected answers for the next API requests: (HTTP status, Retry-After seconds or None).
+    faults: list[tuple[int, float | None]] = field(default_factory=list)
 
 
 def json_response(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
@@ -296,6 +298,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
     try:
         if path == "/sandbox" or path.startswith("/sandbox/"):
             return await control.handle(request, state)
+        if state.faults:
+            return _injected_fault(state)
         return await _dispatch(request, state)
     except ApiError as err:
         return error_response(err)
@@ -304,6 +308,21 @@ async def handle(request: web.Request) -> web.StreamResponse:
     except Exception as exc:
         log.exception("internal error serving %s %s", request.method, path)
         return json_response(status_object(500, f"internal error: {exc}", "InternalError"), status=500)
+
+
+def _injected_fault(state: ServerState) -> web.Response:
+    """The answer an overloaded or failing API server gives: 429 with ``Retry-After`` (API priority
+    and fairness), or a 5xx ``Status``."""
+    code, retry_after = state.faults.pop(0)
+    state.counters.count("fault", str(code))
+    reason = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}.get(
+        code, "InternalError"
+    )
+    message = "Too many requests, please try again later." if code == 429 else "the server is unavailable"
+    response = json_response(status_object(code, message, reason), status=code)
+    if retry_after is not None:
+        response.headers["Retry-After"] = f"{retry_after:g}"
+    return response
 
 
 async def _dispatch(request: web.Request, state: ServerState) -> web.StreamResponse:

@@ -39,6 +39,17 @@ async def handle(request: web.Request, state: ServerState) -> web.Response:
     if parts == ["watches", "drop"]:
         _require(request, "POST")
         return _json({"dropped": store.drop_watches("dropped")})
+    if parts == ["faults"]:
+        _require(request, "POST")
+        try:
+            code = int(request.query.get("status", "503"))
+            count = int(request.query.get("count", "1"))
+            raw = request.query.get("retry_after")
+            retry_after = float(raw) if raw not in (None, "") else None
+        except ValueError:
+            raise ApiError(400, "status, count and retry_after must be numbers", "BadRequest") from None
+        state.faults.extend([(code, retry_after)] * max(count, 0))
+        return _json({"pending": len(state.faults)})
     if parts == ["compact"]:
         _require(request, "POST")
         return _json({"compactedResourceVersion": str(store.compact())})
