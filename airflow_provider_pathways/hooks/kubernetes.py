@@ -20,7 +20,13 @@ from kubernetes.client import ApiException
 from kubernetes_asyncio import client as async_client
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
-from airflow_provider_pathways.resources import JOBSET, KUEUE_WORKLOAD, CustomResource, JobKind
+from airflow_provider_pathways.resources import (
+    JOBSET,
+    KUEUE_WORKLOAD,
+    CustomResource,
+    JobKind,
+    kueue_workload_name,
+)
 from airflow_provider_pathways.status import (
     HEAD_REPLICATED_JOB,
     JOBSET_NAME_LABEL,
@@ -91,7 +97,21 @@ def _owned_by(obj: Mapping[str, Any], name: str) -> bool:
 
 
 def _needs_detail(status: PathwaysJobStatus) -> bool:
-    return status.phase in (Phase.FAILED, Phase.SUSPENDED)
+    return status.phase in (Phase.FAILED, Phase.SUSPENDED, Phase.QUEUED)
+
+
+def _job_events(items: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Events about the job itself or its Jobs and pods (``<name>-...``)."""
+    return [
+        e
+        for e in items
+        if (e.get("involvedObject") or {}).get("name") == name
+        or str((e.get("involvedObject") or {}).get("name", "")).startswith(f"{name}-")
+    ]
+
+
+# Lines of the program's log read when the job failed (to see a DATA_LOSS from a lost slice).
+_FAILURE_LOG_LINES = 50
 
 
 class PathwaysJobHook(KubernetesHook):
@@ -251,8 +271,17 @@ class PathwaysJobHook(KubernetesHook):
         )
         return self._to_dict(jobs).get("items") or []
 
-    def list_workloads(self, name: str, namespace: str) -> list[dict[str, Any]]:
-        """Kueue Workloads owned by the JobSet; empty when Kueue is not installed."""
+    def list_workloads(
+        self, name: str, namespace: str, jobset: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """Kueue Workloads owned by the JobSet; empty when Kueue is not installed.
+
+        With the JobSet, its Workload is read by the name Kueue gives it (one GET); else listed."""
+        uid = ((jobset or {}).get("metadata") or {}).get("uid")
+        if uid:
+            workload = self.get_object(KUEUE_WORKLOAD, kueue_workload_name(name, uid), namespace)
+            if workload is not None:
+                return [workload]
         try:
             listing = self._call(
                 lambda: self.custom_object_client.list_namespaced_custom_object(
@@ -267,6 +296,11 @@ class PathwaysJobHook(KubernetesHook):
                 return []
             raise
         return [w for w in listing.get("items") or [] if _owned_by(w, name)]
+
+    def list_events(self, name: str, namespace: str) -> list[dict[str, Any]]:
+        """Events about the job, its Jobs and its pods (they outlive the pods)."""
+        events = self._call(lambda: self.core_v1_client.list_namespaced_event(namespace))
+        return _job_events(self._to_dict(events).get("items") or [], name)
 
     def read_main_container_log(
         self, name: str, namespace: str, *, options: StatusOptions = StatusOptions(), tail_lines: int = 50
@@ -307,6 +341,7 @@ class PathwaysJobHook(KubernetesHook):
         )
         jobset = self.get_object(JOBSET, name, namespace)
         status = self._summarize(name, namespace, options, pathways_job, jobset)
+        failed = status.phase is Phase.FAILED
         if _needs_detail(status) and jobset is not None:
             status = self._summarize(
                 name,
@@ -316,7 +351,17 @@ class PathwaysJobHook(KubernetesHook):
                 jobset,
                 pods=self.list_pods(name, namespace),
                 jobs=self.list_jobs(name, namespace),
-                workloads=self.list_workloads(name, namespace),
+                workloads=self.list_workloads(name, namespace, jobset),
+                events=self.list_events(name, namespace) if failed else [],
+                log_tail=self.read_main_container_log(
+                    name, namespace, options=options, tail_lines=_FAILURE_LOG_LINES
+                )
+                if failed
+                else None,
+            )
+        elif failed and pathways_job is not None:
+            status = self._summarize(
+                name, namespace, options, pathways_job, jobset, events=self.list_events(name, namespace)
             )
         return status
 
@@ -327,7 +372,7 @@ class PathwaysJobHook(KubernetesHook):
         options: StatusOptions,
         pathways_job: Mapping[str, Any] | None,
         jobset: Mapping[str, Any] | None,
-        **detail: list[Any],
+        **detail: Any,
     ) -> PathwaysJobStatus:
         return summarize(
             name=name,
@@ -389,7 +434,11 @@ class PathwaysJobHook(KubernetesHook):
         return True
 
     async def _a_detail(
-        self, name: str, namespace: str, api_client: async_client.ApiClient
+        self,
+        name: str,
+        namespace: str,
+        api_client: async_client.ApiClient,
+        jobset: Mapping[str, Any] | None = None,
     ) -> dict[str, list[Any]]:
         core = async_client.CoreV1Api(api_client)
         batch = async_client.BatchV1Api(api_client)
@@ -397,13 +446,23 @@ class PathwaysJobHook(KubernetesHook):
         jobs = await self._a_call(
             lambda: batch.list_namespaced_job(namespace, label_selector=_selector(name))
         )
+        uid = ((jobset or {}).get("metadata") or {}).get("uid")
+        own = (
+            await self.a_get_object(KUEUE_WORKLOAD, kueue_workload_name(name, uid), namespace, api_client)
+            if uid
+            else None
+        )
         try:
-            listing = await self._a_call(
-                lambda: async_client.CustomObjectsApi(api_client).list_namespaced_custom_object(
-                    group=KUEUE_WORKLOAD.group,
-                    version=KUEUE_WORKLOAD.version,
-                    namespace=namespace,
-                    plural=KUEUE_WORKLOAD.plural,
+            listing = (
+                {"items": [own]}
+                if own is not None
+                else await self._a_call(
+                    lambda: async_client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+                        group=KUEUE_WORKLOAD.group,
+                        version=KUEUE_WORKLOAD.version,
+                        namespace=namespace,
+                        plural=KUEUE_WORKLOAD.plural,
+                    )
                 )
             )
             workloads = [w for w in listing.get("items") or [] if _owned_by(w, name)]
@@ -483,10 +542,26 @@ class PathwaysJobHook(KubernetesHook):
         )
         jobset = observed.objects.get(JOBSET.plural)
         status = self._summarize(name, namespace, options, pathways_job, jobset)
+        failed = status.phase is Phase.FAILED
         if _needs_detail(status) and jobset is not None:
-            detail = await self._a_detail(name, namespace, api_client)
+            detail: dict[str, Any] = await self._a_detail(name, namespace, api_client, jobset)
+            if failed:
+                detail["events"] = await self._a_events(name, namespace, api_client)
+                detail["log_tail"] = await self.a_read_main_container_log(
+                    name, namespace, options=options, tail_lines=_FAILURE_LOG_LINES
+                )
             status = self._summarize(name, namespace, options, pathways_job, jobset, **detail)
+        elif failed and pathways_job is not None:
+            events = await self._a_events(name, namespace, api_client)
+            status = self._summarize(name, namespace, options, pathways_job, jobset, events=events)
         return status
+
+    async def _a_events(
+        self, name: str, namespace: str, api_client: async_client.ApiClient
+    ) -> list[dict[str, Any]]:
+        core = async_client.CoreV1Api(api_client)
+        events = await self._a_call(lambda: core.list_namespaced_event(namespace))
+        return _job_events(api_client.sanitize_for_serialization(events).get("items") or [], name)
 
     async def a_watch_status(
         self,
@@ -641,6 +716,12 @@ class _JobWatch:
         if version := self.observed.versions.get(resource.plural):
             options["resource_version"] = version
         response = await self.api.list_namespaced_custom_object(**options)
+        if response.status != 200:  # the client checks the status only when it reads the body
+            body = await response.read()
+            response.close()
+            error = AsyncApiException(status=response.status, reason=response.reason)
+            error.headers, error.body = response.headers, body
+            raise error
         return _WatchStream(response)
 
     async def next_change(self) -> None:

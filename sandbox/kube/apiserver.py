@@ -12,6 +12,7 @@ import base64
 import hmac
 import json
 import logging
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -321,7 +322,7 @@ def _injected_fault(state: ServerState) -> web.Response:
     message = "Too many requests, please try again later." if code == 429 else "the server is unavailable"
     response = json_response(status_object(code, message, reason), status=code)
     if retry_after is not None:
-        response.headers["Retry-After"] = f"{retry_after:g}"
+        response.headers["Retry-After"] = str(math.ceil(retry_after))  # delay-seconds: an integer
     return response
 
 

@@ -48,6 +48,8 @@ async def handle(request: web.Request, state: ServerState) -> web.Response:
             retry_after = float(raw) if raw not in (None, "") else None
         except ValueError:
             raise ApiError(400, "status, count and retry_after must be numbers", "BadRequest") from None
+        if request.query.get("clear"):
+            state.faults.clear()
         state.faults.extend([(code, retry_after)] * max(count, 0))
         return _json({"pending": len(state.faults)})
     if parts == ["compact"]:
