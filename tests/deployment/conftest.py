@@ -1,0 +1,182 @@
+"""One real Airflow deployment per test session (PostgreSQL, api-server, scheduler with LocalExecutor,
+dag-processor, two triggerers) wired to the Kubernetes stand-in and the sandbox Slurm cluster.
+
+Tests marked ``deployment``. Every selected scenario starts as soon as the deployment is up (see
+``scenarios.py``); each test then waits for its own scenario and asserts on what it saw. The
+services are reached directly (``gke_sandbox``, ``slurm_rest``, ``slurm_ssh``) or through gates that
+the outage scenarios close (``gke_gated``, ``slurm_rest_gated``, ``slurm_ssh_gated``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sandbox.airflow.deployment import AirflowDeployment
+from tests.deployment.clusters import KubeCluster, SlurmCluster
+from tests.deployment.harness import Airflow, TaskOutcome
+from tests.deployment.outage import Gate
+from tests.deployment.scenarios import Runner, Stage
+
+HERE = Path(__file__).resolve().parent
+DAG_FILES = sorted((HERE / "dags").glob("*.py"))
+_SELECTED = pytest.StashKey[list[str]]()
+_DEPLOYMENT = pytest.StashKey[AirflowDeployment]()
+_SEEN = pytest.StashKey[Any]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "deployment: runs DAGs through a real Airflow deployment")
+    config.addinivalue_line(
+        "markers", "scenario(name): the concurrent scenario whose evidence the test checks"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).resolve().is_relative_to(HERE):
+            item.add_marker(pytest.mark.deployment)
+
+
+def scenario_name(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("scenario")
+    if marker is None:
+        return None
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return str(marker.args[0]).format(**params)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    names = {scenario_name(item) for item in session.items}
+    session.config.stash[_SELECTED] = sorted(n for n in names if n)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    deployment = item.config.stash.get(_DEPLOYMENT, None)
+    if report.failed and scenario_name(item):
+        for seen in _outcomes(item.stash.get(_SEEN, None)):
+            for attempt, text in sorted(seen.logs.items()):
+                report.sections.append((f"task log {seen.dag_id}.{seen.task_id} try {attempt}", text[-6000:]))
+        if deployment is not None:
+            report.sections.append(("Airflow deployment logs (tails)", deployment.tails(40)))
+
+
+def _outcomes(value: Any) -> list[TaskOutcome]:
+    if isinstance(value, TaskOutcome):
+        return [value]
+    if isinstance(value, dict):
+        return [v for v in value.values() if isinstance(v, TaskOutcome)]
+    return []
+
+
+def _gated_kubeconfig(standin: Any, gate: Gate, path: Path) -> Path:
+    config = yaml.safe_load(Path(standin.kubeconfig).read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = f"http://127.0.0.1:{gate.port}"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def _slurm_connections(settings: dict[str, str], gates: dict[str, Gate]) -> dict[str, str]:
+    from sandbox.slurm.cluster import airflow_connection
+
+    conns: dict[str, str] = {}
+    for transport in ("rest", "ssh"):
+        direct = json.loads(airflow_connection(settings, transport))
+        conns[f"slurm_{transport}"] = json.dumps(direct)
+        gated = dict(direct, host="127.0.0.1", port=gates[transport].port)
+        if transport == "ssh":
+            known = settings["SLURM_SANDBOX_SSH_KNOWN_HOSTS"]
+            if not known.startswith("["):  # a path to the known_hosts file
+                known = Path(known).read_text().strip().splitlines()[0]
+            key = known.split(" ", 1)[1]
+            gated["extra"] = dict(direct["extra"], known_hosts=f"[127.0.0.1]:{gates['ssh'].port} {key}")
+        conns[f"slurm_{transport}_gated"] = json.dumps(gated)
+    return conns
+
+
+@pytest.fixture(scope="session")
+def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
+    """The deployment and the clusters, started once; everything is stopped at the end."""
+    if os.geteuid() != 0:
+        pytest.skip("the deployment tests need root (PostgreSQL as its own user, the Slurm sandbox)")
+    from sandbox.kube.launcher import start_kube_standin
+    from sandbox.slurm.cluster import start_slurm_sandbox
+
+    base = Path(tempfile.mkdtemp(prefix="pathways-deployment-"))
+    keep = os.environ.get("PATHWAYS_KEEP_DEPLOYMENT_LOGS") == "1"
+    cleanups: list[Any] = []
+    try:
+        standin = start_kube_standin(base / "kube")
+        cleanups.append(standin.stop)
+        kube = KubeCluster(standin)
+        cleanups.append(kube.close)
+        settings = start_slurm_sandbox()
+        slurm = SlurmCluster(settings)
+        cleanups.append(slurm.cleanup)
+        rest_port = int(settings["SLURM_SANDBOX_REST_URL"].rsplit(":", 1)[1])
+        gates = {
+            "kube": Gate("127.0.0.1", int(standin.url.rsplit(":", 1)[1]), "kube"),
+            "rest": Gate("127.0.0.1", rest_port, "slurmrestd"),
+            "ssh": Gate(settings["SLURM_SANDBOX_SSH_HOST"], int(settings["SLURM_SANDBOX_SSH_PORT"]), "sshd"),
+        }
+        cleanups.extend(g.close for g in gates.values())
+        gated_kubeconfig = _gated_kubeconfig(standin, gates["kube"], base / "kube" / "kubeconfig-gated")
+        connections = {
+            "gke_sandbox": standin.airflow_connection(),
+            "gke_gated": json.dumps(
+                {"conn_type": "kubernetes", "extra": {"kube_config_path": str(gated_kubeconfig)}}
+            ),
+            **_slurm_connections(settings, gates),
+        }
+        deployment = AirflowDeployment(base / "airflow", DAG_FILES, connections=connections, parallelism=32)
+        cleanups.append(deployment.stop)
+        deployment.start()
+        request.config.stash[_DEPLOYMENT] = deployment
+        airflow = Airflow(deployment)
+        cleanups.append(airflow.close)
+        yield Stage(airflow=airflow, kube=kube, slurm=slurm, gates=gates)
+    finally:
+        errors = []
+        for cleanup in reversed(cleanups):
+            try:
+                cleanup()
+            except Exception as err:
+                errors.append(repr(err))
+        if keep:
+            print(f"deployment files kept in {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+        if errors:
+            raise RuntimeError("stopping the deployment: " + "; ".join(errors))
+
+
+@pytest.fixture(scope="session")
+def runner(stage: Stage, request: pytest.FixtureRequest) -> Iterator[Runner]:
+    scenarios = Runner(stage, request.config.stash.get(_SELECTED, []))
+    try:
+        yield scenarios
+    finally:
+        scenarios.close()
+
+
+@pytest.fixture
+def seen(runner: Runner, request: pytest.FixtureRequest) -> Any:
+    """What this test's scenario saw (its exception, if it failed, is raised here)."""
+    name = scenario_name(request.node)
+    assert name, "a test using `seen` needs @pytest.mark.scenario(name)"
+    value = runner.result(name)
+    request.node.stash[_SEEN] = value
+    return value

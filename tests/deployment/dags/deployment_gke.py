@@ -1,0 +1,118 @@
+"""DAGs the deployment tests run on GKE (the Kubernetes stand-in), one per scenario.
+
+Each DAG works in its own namespace (its dag id with dashes). Jobs whose program is "gated" run
+until the test ends the program (``complete-program`` / ``fail-program`` actions), so that a test can
+act while the task waits. ``gke_sandbox`` reaches the stand-in directly; ``gke_gated`` goes through a
+gate the tests can close to cut the API server off.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
+from airflow_provider_pathways.retry import PathwaysRetryPolicy
+from airflow_provider_pathways.spec import PathwaysJobSpec
+
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))
+KNOB = "sandbox.pathways.dev/"
+TEMPLATE = {
+    "spec": {"containers": [{"name": "main", "image": "python:3.12", "command": ["python", "train.py"]}]}
+}
+FANOUT = 40
+
+
+def knobs(**values: Any) -> dict[str, str]:
+    """Annotations that steer the simulated cluster."""
+    return {KNOB + key.replace("_", "-"): str(value) for key, value in values.items()}
+
+
+GATED = knobs(program_seconds=3600)
+
+
+def namespace(dag_id: str) -> str:
+    return dag_id.replace("_", "-")
+
+
+def spec() -> PathwaysJobSpec:
+    return PathwaysJobSpec.from_tpu_type(
+        "v5litepod-16",
+        num_slices=1,
+        pathways_dir="gs://pathways-test-bucket/scratch",
+        template=TEMPLATE,
+        max_restarts=0,
+    )
+
+
+def dag(dag_id: str, **kwargs: Any) -> DAG:
+    return DAG(dag_id, schedule=None, start_date=START, catchup=False, tags=["deployment", "gke"], **kwargs)
+
+
+def train(dag_id: str, *, conn: str = "gke_sandbox", **kwargs: Any) -> PathwaysJobOperator:
+    kwargs.setdefault("retry_policy", FAST_RETRY)
+    kwargs.setdefault("retry_delay", timedelta(seconds=1))
+    kwargs.setdefault("poll_interval", 1)
+    return PathwaysJobOperator(
+        task_id="train", job=spec(), namespace=namespace(dag_id), kubernetes_conn_id=conn, **kwargs
+    )
+
+
+# 1. Happy path, deferrable and polling; 40 deferred tasks at once.
+for mode, deferrable in (("deferrable", True), ("polling", False)):
+    with dag(f"gke_happy_{mode}"):
+        train(
+            f"gke_happy_{mode}",
+            deferrable=deferrable,
+            retries=0,
+            annotations=GATED,
+            log_tail_lines=10,
+        )
+
+with dag("gke_fanout", max_active_tasks=64):
+    PathwaysJobOperator.partial(
+        task_id="train",
+        job=spec(),
+        namespace=namespace("gke_fanout"),
+        kubernetes_conn_id="gke_sandbox",
+        deferrable=True,
+        retries=0,
+        annotations=GATED,
+        retry_policy=FAST_RETRY,
+    ).expand(labels=[{"shard": str(i)} for i in range(FANOUT)])
+
+# 2. A triggerer dies during the deferred wait.
+with dag("gke_failover"):
+    train("gke_failover", deferrable=True, retries=0, annotations=GATED)
+
+# 3. The worker dies during a polling wait; the retry reattaches; then the job succeeds, fails or
+#    is preempted.
+for outcome in ("success", "fail", "preempt"):
+    with dag(f"gke_crash_{outcome}"):
+        train(f"gke_crash_{outcome}", deferrable=False, retries=2, annotations=GATED)
+
+# 4. The program fails while no worker is alive.
+with dag("gke_crash_fails_meanwhile"):
+    train("gke_crash_fails_meanwhile", deferrable=False, retries=2, annotations=GATED)
+
+# 5. Preemption when the DAG sets no retries (the operator's preemption retries apply), and when it
+#    sets retries=0 explicitly (that wins).
+with dag("gke_preempt_no_retries"):
+    train("gke_preempt_no_retries", deferrable=True, annotations=GATED)
+
+with dag("gke_preempt_retries_zero"):
+    train("gke_preempt_retries_zero", deferrable=True, retries=0, annotations=GATED)
+
+# 6. A user marks the task failed while it polls and while it is deferred.
+for mode, deferrable in (("polling", False), ("deferred", True)):
+    with dag(f"gke_mark_failed_{mode}"):
+        train(f"gke_mark_failed_{mode}", deferrable=deferrable, retries=2, annotations=GATED)
+
+# 7. The API server is unreachable for a while during the wait.
+for mode, deferrable in (("deferrable", True), ("polling", False)):
+    with dag(f"gke_outage_{mode}"):
+        train(f"gke_outage_{mode}", conn="gke_gated", deferrable=deferrable, retries=0, annotations=GATED)

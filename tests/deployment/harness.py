@@ -1,0 +1,527 @@
+"""Drive DAG runs of a running Airflow deployment through its REST API v2 and read what users see.
+
+Every wait is a condition with a deadline. One background reader fetches the task instances of all
+unfinished runs in a single request per interval, so that dozens of concurrent scenarios do not
+each poll the API server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+import psutil
+
+from sandbox.airflow.api import AirflowApiError
+from sandbox.airflow.deployment import AirflowDeployment
+
+FINISHED_RUN_STATES = frozenset({"success", "failed"})
+FINISHED_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+
+class ConditionTimeout(AssertionError):
+    """A condition did not hold before its deadline (what a user would see as a hung or wrong run)."""
+
+
+def wait_for(
+    predicate: Callable[[], Any], what: str, timeout: float, interval: float = 0.2, describe: Any = None
+) -> Any:
+    """Call ``predicate`` until it returns something truthy; raise ``ConditionTimeout`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            detail = describe() if callable(describe) else last
+            raise ConditionTimeout(
+                f"timed out after {timeout:.0f}s waiting for {what}; last seen: {detail!r}"
+            )
+        time.sleep(interval)
+
+
+def _q(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """One DAG run."""
+
+    dag_id: str
+    run_id: str
+
+    @property
+    def path(self) -> str:
+        return f"dags/{_q(self.dag_id)}/dagRuns/{_q(self.run_id)}"
+
+
+class _Snapshots:
+    """Task instances and run states of the watched runs, refreshed by one thread."""
+
+    def __init__(self, airflow: Airflow, interval: float) -> None:
+        self.airflow = airflow
+        self.interval = interval
+        self.runs: dict[RunRef, dict[str, Any]] = {}
+        self.tis: dict[RunRef, list[dict[str, Any]]] = {}
+        self.version = 0
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="airflow-snapshots", daemon=True)
+        self._thread.start()
+
+    def watch(self, ref: RunRef) -> None:
+        with self._cond:
+            self.runs.setdefault(ref, {"state": "queued"})
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):
+                self._refresh()
+            self._stop.wait(self.interval)
+
+    def _refresh(self) -> None:
+        with self._cond:
+            open_runs = [ref for ref, run in self.runs.items() if run.get("state") not in FINISHED_RUN_STATES]
+        if not open_runs:
+            return
+        api = self.airflow.api
+        runs = api.post(
+            "dags/~/dagRuns/list",
+            {"dag_ids": sorted({r.dag_id for r in open_runs}), "page_limit": 1000},
+        )["dag_runs"]
+        by_ref = {RunRef(r["dag_id"], r["dag_run_id"]): r for r in runs}
+        tis = api.post(
+            "dags/~/dagRuns/~/taskInstances/list",
+            {
+                "dag_ids": sorted({r.dag_id for r in open_runs}),
+                "dag_run_ids": sorted({r.run_id for r in open_runs}),
+                "page_limit": 1000,
+            },
+        )["task_instances"]
+        grouped: dict[RunRef, list[dict[str, Any]]] = {}
+        for ti in tis:
+            grouped.setdefault(RunRef(ti["dag_id"], ti["dag_run_id"]), []).append(ti)
+        with self._cond:
+            for ref in open_runs:
+                if ref in by_ref:
+                    self.runs[ref] = by_ref[ref]
+                if ref in grouped:
+                    self.tis[ref] = grouped[ref]
+            self.version += 1
+            self._cond.notify_all()
+
+    def wait(self, check: Callable[[], Any], what: str, timeout: float, describe: Any = None) -> Any:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                result = check()
+                if result:
+                    return result
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    detail = describe() if callable(describe) else None
+                    raise ConditionTimeout(
+                        f"timed out after {timeout:.0f}s waiting for {what}; last seen: {detail!r}"
+                    )
+                self._cond.wait(min(remaining, self.interval * 4))
+
+
+class Airflow:
+    """Trigger runs, wait for them, read task instances, XComs and logs, and break things on purpose."""
+
+    def __init__(self, deployment: AirflowDeployment, poll_interval: float = 0.5) -> None:
+        self.deployment = deployment
+        self.api = deployment.api
+        self._snapshots = _Snapshots(self, poll_interval)
+        self._triggerer_lock = threading.Lock()
+        self.killed_triggerer_jobs: set[int] = set()
+
+    def close(self) -> None:
+        self._snapshots.stop()
+
+    # ---- DAGs and runs -------------------------------------------------------------------------
+
+    def unpause(self, dag_id: str) -> None:
+        self.api.patch(f"dags/{_q(dag_id)}", {"is_paused": False})
+
+    def wait_dag(self, dag_id: str, timeout: float = 180) -> None:
+        """Wait until the dag-processor has parsed and serialized ``dag_id``."""
+
+        def parsed() -> bool:
+            try:
+                self.api.get(f"dags/{_q(dag_id)}")
+            except AirflowApiError as err:
+                if err.status == 404:
+                    return False
+                raise
+            return True
+
+        wait_for(
+            parsed,
+            f"DAG {dag_id} to be parsed",
+            timeout,
+            0.5,
+            describe=lambda: self.api.get("importErrors", limit=10)["import_errors"],
+        )
+
+    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+        """Wait for ``dag_id`` to be parsed, unpause it, trigger a run with ``conf``; returns the run id."""
+        self.wait_dag(dag_id)
+        self.unpause(dag_id)
+        run = self.api.post(f"dags/{_q(dag_id)}/dagRuns", {"logical_date": None, "conf": conf or {}})
+        ref = RunRef(dag_id, run["dag_run_id"])
+        self._snapshots.watch(ref)
+        return ref.run_id
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        return self.api.get(RunRef(dag_id, run_id).path)
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float) -> dict[str, Any]:
+        """Wait until the run has finished; returns the dag run (``state`` is ``success`` or ``failed``)."""
+        ref = RunRef(dag_id, run_id)
+        self._snapshots.watch(ref)
+        self._snapshots.wait(
+            lambda: self._snapshots.runs.get(ref, {}).get("state") in FINISHED_RUN_STATES,
+            f"run {dag_id}/{run_id} to finish",
+            timeout,
+            describe=lambda: self._describe(ref),
+        )
+        return self.dag_run(dag_id, run_id)
+
+    def _describe(self, ref: RunRef) -> Any:
+        run = self._snapshots.runs.get(ref, {})
+        tis = [
+            (ti["task_id"], ti["map_index"], ti["state"], ti["try_number"])
+            for ti in self._snapshots.tis.get(ref, [])
+        ]
+        return {"run": run.get("state"), "task_instances": tis[:12]}
+
+    # ---- task instances ---------------------------------------------------------------------------
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """Every task instance of the run (fresh from the API)."""
+        ref = RunRef(dag_id, run_id)
+        return self.api.get(f"{ref.path}/taskInstances", limit=1000)["task_instances"]
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
+        ref = RunRef(dag_id, run_id)
+        suffix = f"/{map_index}" if map_index >= 0 else ""
+        return self.api.get(f"{ref.path}/taskInstances/{_q(task_id)}{suffix}")
+
+    def wait_ti(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        what: str,
+        predicate: Callable[[dict[str, Any]], Any],
+        timeout: float,
+        map_index: int = -1,
+    ) -> dict[str, Any]:
+        """Wait until the task instance satisfies ``predicate``; returns it (from the last snapshot)."""
+        ref = RunRef(dag_id, run_id)
+        self._snapshots.watch(ref)
+
+        def current() -> dict[str, Any] | None:
+            for ti in self._snapshots.tis.get(ref, []):
+                if ti["task_id"] == task_id and ti["map_index"] == map_index:
+                    return ti
+            return None
+
+        def check() -> dict[str, Any] | None:
+            ti = current()
+            return ti if ti is not None and predicate(ti) else None
+
+        def describe() -> Any:
+            ti = current()
+            return ti and {k: ti.get(k) for k in ("state", "try_number", "pid", "hostname")}
+
+        return self._snapshots.wait(check, f"{dag_id}.{task_id}[{map_index}] {what}", timeout, describe)
+
+    def wait_tis(
+        self,
+        dag_id: str,
+        run_id: str,
+        what: str,
+        predicate: Callable[[list[dict[str, Any]]], Any],
+        timeout: float,
+    ) -> list[dict[str, Any]]:
+        """Wait until the run's task instances (all of them) satisfy ``predicate``."""
+        ref = RunRef(dag_id, run_id)
+        self._snapshots.watch(ref)
+
+        def check() -> list[dict[str, Any]] | None:
+            tis = self._snapshots.tis.get(ref, [])
+            return tis if tis and predicate(tis) else None
+
+        def describe() -> Any:
+            states: dict[str, int] = {}
+            for ti in self._snapshots.tis.get(ref, []):
+                states[str(ti["state"])] = states.get(str(ti["state"]), 0) + 1
+            return states
+
+        return self._snapshots.wait(check, f"{dag_id} {what}", timeout, describe)
+
+    def settle_deferred(
+        self, dag_id: str, run_id: str, task_id: str, timeout: float = 180, map_index: int = -1
+    ) -> dict[str, Any]:
+        """Wait until the task is deferred and the scheduler has taken in the deferral; returns the TI.
+
+        The executor reports the end of the try that deferred only once its worker has finished
+        with it. Airflow 3.3 fails a task whose trigger fired before the scheduler took in that
+        report ("finished with state success, but the task instance's state attribute is queued"),
+        so the tests end a job only after it: the worker no longer runs the task instance, and the
+        scheduler has gone through two more loops since.
+        """
+        ti = self.wait_ti(
+            dag_id, run_id, task_id, "deferred", lambda t: t["state"] == "deferred", timeout, map_index
+        )
+        self.wait_workers_done([str(ti["id"])], timeout)
+        return ti
+
+    def wait_workers_done(self, ti_ids: list[str], timeout: float = 180) -> None:
+        """Wait until no process works on these task instances and the scheduler looped twice since."""
+
+        def busy() -> list[str]:
+            found = []
+            for proc in psutil.process_iter(["cmdline"]):
+                line = " ".join(proc.info.get("cmdline") or [])
+                found.extend(t for t in ti_ids if t in line)
+            return found
+
+        wait_for(
+            lambda: not busy(), "the workers to finish with the deferred tries", timeout, 0.3, describe=busy
+        )
+        self.wait_scheduler_loops(time.time(), loops=2, timeout=timeout)
+
+    def wait_scheduler_loops(self, since: float, loops: int, timeout: float = 60) -> None:
+        """Wait until the scheduler heartbeated ``loops`` times after ``since`` (at most once a loop)."""
+        beats: set[str] = set()
+
+        def enough() -> bool:
+            jobs = self.api.get("jobs", job_type="SchedulerJob", is_alive=True, limit=10)["jobs"]
+            for job in jobs:
+                beat = job.get("latest_heartbeat")
+                if beat and _epoch(beat) > since:
+                    beats.add(beat)
+            return len(beats) >= loops
+
+        wait_for(enough, f"{loops} scheduler loops", timeout, 0.3, describe=lambda: sorted(beats))
+
+    def xcom(
+        self, dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1
+    ) -> Any:
+        """The XCom value (decoded JSON), or None if there is none."""
+        ref = RunRef(dag_id, run_id)
+        try:
+            entry = self.api.get(
+                f"{ref.path}/taskInstances/{_q(task_id)}/xcomEntries/{_q(key)}", map_index=map_index
+            )
+        except AirflowApiError as err:
+            if err.status == 404:
+                return None
+            raise
+        value = entry.get("value")
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                return json.loads(value)
+        return value
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
+        """The task's log for one try (task and trigger lines), one event per line."""
+        ref = RunRef(dag_id, run_id)
+        body = self.api.get(
+            f"{ref.path}/taskInstances/{_q(task_id)}/logs/{try_number}",
+            full_content=True,
+            map_index=map_index,
+        )
+        lines = []
+        for item in body.get("content") or []:
+            if isinstance(item, dict):
+                event = str(item.get("event", ""))
+                extra = {k: v for k, v in item.items() if k not in ("event", "timestamp", "level", "logger")}
+                lines.append(f"{event} {extra}" if extra and event else event)
+            else:
+                lines.append(str(item))
+        return "\n".join(lines)
+
+    def wait_log(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        try_number: int,
+        text: str,
+        timeout: float,
+        map_index: int = -1,
+    ) -> str:
+        """Wait until ``text`` appears in the log of try ``try_number``; returns the log."""
+        seen: list[str] = [""]
+
+        def check() -> str | None:
+            try:
+                seen[0] = self.task_log(dag_id, run_id, task_id, try_number, map_index)
+            except AirflowApiError:
+                return None
+            return seen[0] if text in seen[0] else None
+
+        return wait_for(
+            check,
+            f"{text!r} in the log of {dag_id}.{task_id} try {try_number}",
+            timeout,
+            1.0,
+            describe=lambda: seen[0][-1500:],
+        )
+
+    def mark_task_failed(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> None:
+        """Set the task instance's state to failed through the API, as a user in the UI does."""
+        ref = RunRef(dag_id, run_id)
+        suffix = f"/{map_index}" if map_index >= 0 else ""
+        self.api.patch(f"{ref.path}/taskInstances/{_q(task_id)}{suffix}", {"new_state": "failed"})
+
+    # ---- breaking things --------------------------------------------------------------------------
+
+    def kill_process_of(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, int]:
+        """SIGKILL the running task's process and its supervisor (the executor's worker), as a lost worker.
+
+        The supervisor is frozen first so that it cannot report the task's death: the task is left
+        ``running`` without heartbeats, for the scheduler to notice.
+        """
+        ti = self.task_instance(dag_id, run_id, task_id, map_index)
+        assert ti["state"] == "running", f"{dag_id}.{task_id} is {ti['state']}, not running"
+        pid = int(ti["pid"])
+        task = psutil.Process(pid)
+        supervisor = task.parent()
+        assert supervisor is not None, f"task process {pid} has no parent"
+        title = " ".join(supervisor.cmdline())
+        assert "airflow worker" in title or "LocalExecutor" in title, f"unexpected parent of {pid}: {title!r}"
+        os.kill(supervisor.pid, signal.SIGSTOP)
+        victims = [task, *task.children(recursive=True)]
+        for proc in victims:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        os.kill(supervisor.pid, signal.SIGKILL)
+        psutil.wait_procs([*victims, supervisor], timeout=10)
+        return {"task": pid, "supervisor": supervisor.pid}
+
+    def triggerer_of(self, ti: dict[str, Any]) -> int | None:
+        """The number of the triggerer running ``ti``'s trigger, or None."""
+        job = ti.get("triggerer_job") or {}
+        return self.deployment.triggerer_number(int(job["id"])) if job.get("id") is not None else None
+
+    def kill_triggerer(self, n: int) -> int:
+        """SIGKILL triggerer ``n`` (and its trigger runner); returns the job id it had."""
+        job_id = self.deployment.kill_triggerer(n)
+        self.killed_triggerer_jobs.add(job_id)
+        return job_id
+
+    def restart_triggerer(self, n: int) -> int:
+        return self.deployment.start_triggerer(n)
+
+    def fail_over(self, dag_id: str, run_id: str, task_id: str, timeout: float = 90) -> dict[str, int]:
+        """Make sure the triggerer running this deferred task's trigger dies (SIGKILL) and another one
+        takes the trigger over; the killed triggerer is started again afterwards.
+
+        One fail-over at a time: two triggerers must not be down together.
+        """
+        with self._triggerer_lock:
+            ti = self.wait_ti(
+                dag_id,
+                run_id,
+                task_id,
+                "deferred on a triggerer",
+                lambda t: t["state"] == "deferred" and (t.get("triggerer_job") or {}).get("id"),
+                timeout,
+            )
+            killed = int(ti["triggerer_job"]["id"])
+            restart: int | None = None
+            if killed not in self.killed_triggerer_jobs:
+                restart = self.deployment.triggerer_number(killed)
+                assert restart is not None, f"the trigger runs on an unknown triggerer job {killed}"
+                self.kill_triggerer(restart)
+            taken = self.wait_ti(
+                dag_id,
+                run_id,
+                task_id,
+                f"its trigger taken over from the killed triggerer job {killed}",
+                lambda t: (
+                    t["state"] != "deferred" or (t.get("triggerer_job") or {}).get("id") not in (None, killed)
+                ),
+                timeout,
+            )
+            if restart is not None:
+                self.restart_triggerer(restart)
+            return {"killed_job": killed, "new_job": int((taken.get("triggerer_job") or {}).get("id") or 0)}
+
+
+@dataclass
+class TaskOutcome:
+    """What a user sees of one task instance once its run is over."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    run_state: str
+    state: str
+    try_number: int
+    xcom: dict[str, Any]
+    logs: dict[int, str]
+    extra: dict[str, Any]
+
+    def log(self, try_number: int | None = None) -> str:
+        """The log of one try, or of every try."""
+        if try_number is not None:
+            return self.logs.get(try_number, "")
+        return "\n".join(self.logs[t] for t in sorted(self.logs))
+
+
+def outcome(
+    airflow: Airflow,
+    dag_id: str,
+    run_id: str,
+    task_id: str = "train",
+    *,
+    xcom_keys: Iterable[str] = ("return_value",),
+    map_index: int = -1,
+) -> TaskOutcome:
+    """Final state, try number, XComs and logs of every try of one task instance."""
+    run = airflow.dag_run(dag_id, run_id)
+    ti = airflow.task_instance(dag_id, run_id, task_id, map_index)
+    logs = {}
+    for attempt in range(1, int(ti["try_number"]) + 1):
+        with contextlib.suppress(AirflowApiError):
+            logs[attempt] = airflow.task_log(dag_id, run_id, task_id, attempt, map_index)
+    return TaskOutcome(
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id=task_id,
+        map_index=map_index,
+        run_state=run["state"],
+        state=str(ti["state"]),
+        try_number=int(ti["try_number"]),
+        xcom={key: airflow.xcom(dag_id, run_id, task_id, key, map_index) for key in xcom_keys},
+        logs=logs,
+        extra={},
+    )
