@@ -30,6 +30,7 @@ from airflow_provider_pathways.status import (
     WORKER_REPLICATED_JOB,
     PathwaysJobStatus,
     Phase,
+    format_duration,
 )
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
@@ -47,7 +48,9 @@ if TYPE_CHECKING:
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook, StatusOptions
 
 DELETE_EVENTS = frozenset({"success", "failure", "kill"})
-_ACTIVE_PHASES = frozenset({Phase.PENDING, Phase.STARTING, Phase.RUNNING, Phase.SUSPENDED})
+_ACTIVE_PHASES = frozenset({Phase.PENDING, Phase.QUEUED, Phase.STARTING, Phase.RUNNING, Phase.SUSPENDED})
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 def _seconds(value: timedelta | float | None) -> float | None:
@@ -86,6 +89,12 @@ class PathwaysJobOperator(ReattachingJobOperator):
         when the DAG sets no ``retries`` (an explicit ``retries`` wins).
     :param outage_tolerance: seconds an API server outage may last during the wait before the
         try fails (a shorter one is ridden out).
+    :param queue_name: Kueue LocalQueue to submit to (label ``kueue.x-k8s.io/queue-name``; xpk's is
+        ``multislice-queue``). Kueue keeps the job suspended until it admits it: phase ``queued``,
+        which is waited for and never counts as preemption.
+    :param priority_class: Kueue WorkloadPriorityClass (label ``kueue.x-k8s.io/priority-class``).
+    :param queue_timeout: give up when the job has been queued this long (seconds or timedelta);
+        the queued job is deleted so that it does not start later unwatched.
     """
 
     template_fields: Sequence[str] = (
@@ -99,6 +108,8 @@ class PathwaysJobOperator(ReattachingJobOperator):
         "gcp_project",
         "gke_cluster",
         "gke_location",
+        "queue_name",
+        "priority_class",
     )
     template_ext: Sequence[str] = (".yaml", ".yml")
     template_fields_renderers = {"job": "yaml"}
@@ -136,6 +147,9 @@ class PathwaysJobOperator(ReattachingJobOperator):
         validate_spec: bool = True,
         preemption_retries: int = DEFAULT_PREEMPTION_RETRIES,
         outage_tolerance: timedelta | float = DEFAULT_OUTAGE_TOLERANCE,
+        queue_name: str | None = None,
+        priority_class: str | None = None,
+        queue_timeout: timedelta | float | None = None,
         **kwargs: Any,
     ) -> None:
         apply_preemption_budget(kwargs, preemption_retries)
@@ -173,6 +187,11 @@ class PathwaysJobOperator(ReattachingJobOperator):
         self.validate_spec = validate_spec
         self.preemption_retries = preemption_retries
         self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
+        self.queue_name = queue_name
+        self.priority_class = priority_class
+        self.queue_timeout = _seconds(queue_timeout)
+        if self.queue_timeout is not None and self.queue_timeout <= 0:
+            raise ValueError("queue_timeout: must be > 0 seconds (or None to wait in the queue for ever)")
         self._spec: PathwaysJobSpec | None = None
         self._status: PathwaysJobStatus | None = None
         self._job_name: str | None = None
@@ -225,6 +244,10 @@ class PathwaysJobOperator(ReattachingJobOperator):
                 **airflow_labels(ti.dag_id, ti.task_id, ti.run_id, map_index),
                 **self.labels,
             }
+            if self.queue_name:
+                labels[QUEUE_NAME_LABEL] = self.queue_name
+            if self.priority_class:
+                labels[PRIORITY_CLASS_LABEL] = self.priority_class
             annotations = {**(spec.annotations or {}), **self.annotations}
             spec = dataclasses.replace(
                 spec, name=name, namespace=namespace, labels=labels, annotations=annotations
@@ -409,10 +432,11 @@ class PathwaysJobOperator(ReattachingJobOperator):
                 fail_on_suspend=self.fail_on_suspend,
                 delete_on_kill="kill" in self.delete_on,
                 deadline=deadline.at,
+                deadline_reason=deadline.reason,
                 outage_tolerance=self.outage_tolerance,
+                queue_timeout=self.queue_timeout,
             ),
             method_name="execute_complete",
-            kwargs={"deadline_reason": deadline.reason},
         )
 
     def _done(self, status: PathwaysJobStatus) -> bool:
@@ -451,18 +475,22 @@ class PathwaysJobOperator(ReattachingJobOperator):
             lasted = outage.recovered()
             if lasted is not None:
                 self.log.info("The Kubernetes API answers again after %.0fs", lasted)
+            self._status = status
             if status != last:
                 self.log.info("%s", status.progress(need))
                 last = status
             if self._done(status):
                 return status
+            queued_for = status.queued_for()
+            if self.queue_timeout is not None and queued_for is not None and queued_for >= self.queue_timeout:
+                self._give_up_queued(context, status)
             if deadline.passed():
                 self._give_up(context, deadline.reason)
             time.sleep(self.poll_interval)
 
     def _give_up(self, context: Context, reason: str | None) -> NoReturn:
-        """The wait ran out of time: delete the job per ``delete_on`` and fail the try."""
-        if "failure" in self.delete_on:
+        """The wait ran out of time: delete the job per ``delete_on`` (always while queued) and fail."""
+        if "failure" in self.delete_on or self._is_queued():
             self._delete("the wait timed out")
             self.forget_job(context)
         what = f"{self.spec.namespace}/{self.spec.name} was not {self.wait_until}"
@@ -470,14 +498,28 @@ class PathwaysJobOperator(ReattachingJobOperator):
             raise AirflowTaskTimeout(f"{what} within the task's execution_timeout ({self.execution_timeout})")
         raise AirflowException(f"{what} within wait_timeout ({self.wait_timeout}s)")
 
-    def execute_complete(
-        self, context: Context, event: dict[str, Any], deadline_reason: str | None = None
-    ) -> Any:
+    def _is_queued(self) -> bool:
+        return self._status is not None and self._status.phase is Phase.QUEUED
+
+    def _give_up_queued(self, context: Context, status: PathwaysJobStatus) -> NoReturn:
+        """Queued longer than ``queue_timeout``: delete the job (else it would start later, unwatched)."""
+        waited = format_duration(status.queued_for() or 0.0)
+        self._delete(f"queued longer than queue_timeout ({self.queue_timeout:g}s)")
+        self.forget_job(context)
+        raise AirflowException(
+            f"{status.namespace}/{status.name} stayed queued in LocalQueue {status.queue} for {waited}, "
+            f"longer than queue_timeout ({self.queue_timeout:g}s); the job was deleted: {status.message}"
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Resume after the trigger fired."""
         self._spec = self.build_spec(context)
         self._job_name, self._job_namespace = self.spec.name, self.spec.namespace
+        if event.get("status") == "queue_timeout":
+            self._status = PathwaysJobStatus.from_dict(event["job"])
+            self._give_up_queued(context, self._status)
         if event.get("status") == "timeout":
-            self._give_up(context, deadline_reason)
+            self._give_up(context, event.get("reason"))
         if event.get("status") != "done":
             raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
         return self.finish_job(context, self._identity(), PathwaysJobStatus.from_dict(event["job"]))
@@ -547,8 +589,8 @@ class PathwaysJobOperator(ReattachingJobOperator):
         )
 
     def on_kill(self) -> None:
-        """Delete the job when the running task is killed; harmless if it is already gone."""
-        if "kill" in self.delete_on:
+        """Delete the job when the running task is killed (always while queued); harmless if gone."""
+        if "kill" in self.delete_on or self._is_queued():
             self._delete("task killed")
 
 

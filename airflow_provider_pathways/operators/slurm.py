@@ -184,11 +184,7 @@ class _SlurmJobMixin(ReattachingJobOperator):
         context["ti"].xcom_push(key="job_id", value=self._job_id)
         deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
-            self.defer(
-                trigger=self.trigger(deadline),
-                method_name="execute_complete",
-                kwargs={"deadline_reason": deadline.reason},
-            )
+            self.defer(trigger=self.trigger(deadline), method_name="execute_complete")
         return self.finish_job(context, self._job_id, self.poll(context, deadline))
 
     def trigger(self, deadline: Deadline) -> BaseTrigger:
@@ -244,11 +240,11 @@ class _SlurmJobMixin(ReattachingJobOperator):
 
     waiting_for = "done"
 
-    def resume(self, context: Context, event: dict[str, Any], deadline_reason: str | None) -> None:
+    def resume(self, context: Context, event: dict[str, Any]) -> None:
         """Common checks when the trigger fired: the job id back, timeouts and trigger errors."""
         self._job_id = int(context["ti"].xcom_pull(task_ids=self.task_id, key="job_id"))
         if event.get("status") == "timeout":
-            self.give_up(context, deadline_reason)
+            self.give_up(context, event.get("reason"))
         if event.get("status") == "error":
             raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
 
@@ -411,6 +407,7 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
             slurm_conn_id=self.slurm_conn_id,
             poll_interval=self.poll_interval,
             deadline=deadline.at,
+            deadline_reason=deadline.reason,
             cancel_on_kill=self.cancel_on_kill,
             outage_tolerance=self.outage_tolerance,
             **self._check_arguments(),
@@ -429,13 +426,11 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
             self._last_reason = check.readiness.reason
         return check if check.service_ended or check.readiness.ready else None
 
-    def execute_complete(
-        self, context: Context, event: dict[str, Any], deadline_reason: str | None = None
-    ) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the readiness trigger fired."""
         from airflow_provider_pathways.slurm_job import SlurmJob
 
-        self.resume(context, event, deadline_reason)
+        self.resume(context, event)
         if event.get("status") == "service_ended":
             job = SlurmJob.from_dict(event["job"]) if event.get("job") else None
             return self.finish_job(
@@ -535,6 +530,7 @@ class SlurmJobOperator(_SlurmJobMixin):
             slurm_conn_id=self.slurm_conn_id,
             poll_interval=self.poll_interval,
             deadline=deadline.at,
+            deadline_reason=deadline.reason,
             cancel_on_kill=self.cancel_on_kill,
             outage_tolerance=self.outage_tolerance,
         )
@@ -550,13 +546,11 @@ class SlurmJobOperator(_SlurmJobMixin):
             self._last_state = state
         return None
 
-    def execute_complete(
-        self, context: Context, event: dict[str, Any], deadline_reason: str | None = None
-    ) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the job trigger fired."""
         from airflow_provider_pathways.slurm_job import SlurmJob
 
-        self.resume(context, event, deadline_reason)
+        self.resume(context, event)
         if event.get("status") != "done":
             raise AirflowException(f"unexpected trigger event {event!r}")
         return self.finish_job(

@@ -135,12 +135,14 @@ class _SlurmPollingTrigger(BaseTrigger):
         poll_interval: float,
         deadline: float | None,
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
+        deadline_reason: str | None = None,
     ) -> None:
         super().__init__()
         self.slurm_conn_id = slurm_conn_id
         self.poll_interval = poll_interval
         self.deadline = deadline
         self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
+        self.deadline_reason = deadline_reason
         self._fired = False
 
     def _hook(self) -> SlurmHook:
@@ -185,7 +187,11 @@ class _SlurmPollingTrigger(BaseTrigger):
                 if payload is not None:
                     break
                 if self.deadline is not None and time.time() >= self.deadline:
-                    payload = {"status": "timeout", "message": "the wait timed out"}
+                    payload = {
+                        "status": "timeout",
+                        "message": "the wait timed out",
+                        "reason": self.deadline_reason,
+                    }
                     break
                 await asyncio.sleep(delay)
         finally:
@@ -199,6 +205,7 @@ class _SlurmPollingTrigger(BaseTrigger):
             "poll_interval": self.poll_interval,
             "deadline": self.deadline,
             "outage_tolerance": self.outage_tolerance,
+            "deadline_reason": self.deadline_reason,
         }
 
 
@@ -222,6 +229,7 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
         deadline: float | None = None,
         cancel_on_kill: bool = True,
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
+        deadline_reason: str | None = None,
     ) -> None:
         _validate_common(job_id, poll_interval)
         super().__init__(
@@ -229,6 +237,7 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
             poll_interval=poll_interval,
             deadline=deadline,
             outage_tolerance=outage_tolerance,
+            deadline_reason=deadline_reason,
         )
         self.job_id = job_id
         self.cancel_on_kill = cancel_on_kill
@@ -293,6 +302,7 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
         deadline: float | None = None,
         cancel_on_kill: bool = False,
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
+        deadline_reason: str | None = None,
     ) -> None:
         _validate_common(service_job_id, poll_interval)
         if min_slices is not None and (not isinstance(min_slices, int) or min_slices < 1):
@@ -304,6 +314,7 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
             poll_interval=poll_interval,
             deadline=deadline,
             outage_tolerance=outage_tolerance,
+            deadline_reason=deadline_reason,
         )
         self.service_job_id = service_job_id
         self.cancel_on_kill = cancel_on_kill

@@ -22,6 +22,9 @@ CONN = "gke_sandbox"
 KNOB = "sandbox.pathways.dev/"
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))
+FAST_RETRY_BUDGET = PathwaysRetryPolicy(
+    base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2), retry_unclassified=False
+)
 PROGRAM_LOG = "\n".join(["loading checkpoint", "step 100: loss=0.51", "step 200: loss=0.33", "saved model"])
 TEMPLATE = {
     "spec": {
@@ -123,6 +126,39 @@ with DAG("gke_suspended_reattach", schedule=None, start_date=START) as suspended
         annotations=knobs(program_seconds=1.5),
         delete_on=("success", "kill"),
         on_retry_callback=resume_suspended_jobs,
+    )
+
+with DAG("gke_preempted_without_retries", schedule=None, start_date=START) as preempted_without_retries:
+    PathwaysJobOperator(  # no retries anywhere: the preemption budget applies
+        task_id="train",
+        job=spec(),
+        namespace="preempted-budget",
+        kubernetes_conn_id=CONN,
+        deferrable=True,
+        retry_policy=FAST_RETRY_BUDGET,
+        annotations=knobs(program_seconds=1.5),
+    )
+
+with DAG("gke_program_fails_without_retries", schedule=None, start_date=START) as program_fails_no_retries:
+    PathwaysJobOperator(
+        task_id="train",
+        job=spec(),
+        namespace="fails-budget",
+        kubernetes_conn_id=CONN,
+        deferrable=False,
+        poll_interval=0.1,
+        annotations=knobs(program_exit_code=3),
+    )
+
+with DAG("gke_execution_timeout_deferred", schedule=None, start_date=START) as execution_timeout_deferred:
+    operator(
+        "train",
+        "deferred-timeout",
+        spec(),
+        deferrable=True,
+        retries=0,
+        execution_timeout=timedelta(seconds=20),
+        annotations=knobs(program_seconds=120),
     )
 
 with DAG("gke_kill_on_timeout", schedule=None, start_date=START) as kill_on_timeout:

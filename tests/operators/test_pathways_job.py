@@ -152,6 +152,47 @@ def test_preempted_slice_is_retried_and_never_runs_two_jobs_at_once(
     assert pathways_jobs(kube, namespace) == []
 
 
+def test_preemption_is_retried_when_the_dag_sets_no_retries(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    namespace = "preempted-budget"
+    dag = load_dag(DAGS, "gke_preempted_without_retries")
+    assert dag.get_task("train").retries == 3  # the default preemption budget
+    watcher = act_when(
+        lambda: running_jobset(kube, namespace, 2),
+        lambda name: kube.action(namespace, name, "preempt-slice", slice=1),
+    )
+    outcome = run_dag(dag)["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "success" and outcome.try_number == 2
+    assert "preemption, retrying with backoff" in logs
+    assert pathways_jobs(kube, namespace) == []
+
+
+def test_a_failing_program_is_not_retried_by_the_preemption_budget(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    outcome = run_dag(load_dag(DAGS, "gke_program_fails_without_retries"))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "failed" and outcome.try_number == 1
+    assert "user program failed" in logs
+    assert pathways_jobs(kube, "fails-budget") == []
+
+
+def test_execution_timeout_ends_a_deferred_wait_and_deletes_the_job(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    started = time.monotonic()
+    outcome = run_dag(load_dag(DAGS, "gke_execution_timeout_deferred"))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "failed"
+    assert time.monotonic() - started < 60  # the program would run for 120 s
+    assert "within the task's execution_timeout" in logs
+    assert pathways_jobs(kube, "deferred-timeout") == []
+
+
 def test_retry_reattaches_to_the_job_it_created(kube: Any, capfd: pytest.CaptureFixture[str]) -> None:
     kube.control("requests/reset")
     namespace = "suspended"
