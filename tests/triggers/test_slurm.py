@@ -157,3 +157,54 @@ async def test_job_trigger_fires_at_the_end_and_on_kill_cancels_once(
         assert time.monotonic() < deadline, "the job was not cancelled"
         await asyncio.sleep(0.1)
     await hook.a_close()
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_killing_a_deferred_service_wait_cancels_the_service_and_its_worker_array(
+    slurm_cluster: dict[str, str], conn: str
+) -> None:
+    hook = SlurmHook(slurm_conn_id=conn)
+    env_path = f"{slurm_cluster['SLURM_SANDBOX_USER_HOME']}/pathways/tests/{uuid.uuid4().hex}.env"
+    service = hook.submit_job(
+        script_path=slurm_cluster["SLURM_SANDBOX_START_PATHWAYS_SCRIPT"],
+        job_name="pathways-service-kill",
+        environment={
+            "SLICE_SHAPE": "2x4",
+            "MIN_SLICES": "3",
+            "MAX_SLICES": "3",
+            "GCS_BUCKET": "my-bucket",
+            "PATHWAYS_CLUSTER_ENV": env_path,
+        },
+    )
+    try:
+
+        def array_running() -> int | None:
+            check = hook.run_on_private_loop(
+                lambda: check_pathways_service(hook, service, cluster_env_path=env_path, min_slices=3)
+            )
+            return check.readiness.worker_array_job_id if check.readiness.ready else None
+
+        array = wait(array_running, "the worker array to run")
+        kwargs: dict[str, Any] = {
+            "service_job_id": service,
+            "slurm_conn_id": conn,
+            "cluster_env_path": env_path,
+        }
+        asyncio.run(PathwaysClusterEnvTrigger(**kwargs).on_kill())  # cancel_on_kill is off by default
+        assert scontrol("show", "job", str(service)).count("JobState=RUNNING") == 1
+
+        killed = PathwaysClusterEnvTrigger(cancel_on_kill=True, **kwargs)
+        asyncio.run(killed.on_kill())
+        asyncio.run(killed.on_kill())  # already cancelled: harmless
+        wait(
+            lambda: "JobState=CANCELLED" in scontrol("show", "job", str(service)),
+            "the service to be cancelled",
+        )
+        wait(
+            lambda: set(array_states(array).values()) <= {"CANCELLED"},
+            "every worker slice to be cancelled",
+        )
+    finally:
+        hook.cancel_job(service)
+        hook.close()
