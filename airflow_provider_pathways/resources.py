@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from enum import Enum
 
@@ -39,3 +40,11 @@ class JobKind(str, Enum):
 def proxy_address(name: str, head_replicated_job: str = "pathways-head", port: int = 29000) -> str:
     """The in-cluster gRPC address of the IFRT proxy of job ``name``."""
     return f"grpc://{name}-{head_replicated_job}-0-0.{name}:{port}"
+
+
+def kueue_workload_name(jobset_name: str, jobset_uid: str) -> str:
+    """The name Kueue gives a JobSet's Workload: ``jobset-<name>-`` and 5 hex digits of a SHA-1 over
+    kind, group, name and uid (kueue ``workload_names.go`` ``GetWorkloadNameForOwnerWithGVK``)."""
+    digest = hashlib.sha1(f"{JOBSET.kind}\n{JOBSET.group}\n{jobset_name}\n{jobset_uid}".encode()).hexdigest()
+    prefix = f"{JOBSET.kind.lower()}-{jobset_name}"[: 253 - 1 - 5]
+    return f"{prefix}-{digest[:5]}"
