@@ -391,6 +391,9 @@ def admit(
         webhook_causes = webhooks.jobset_create_causes(obj)
         if webhook_causes:
             raise invalid(rt, name, webhook_causes, prefix=webhooks.WEBHOOK_PREFIX)
+        refusal = webhooks.policy_webhook_refusal(obj)
+        if refusal:
+            raise ApiError(403, refusal, "Forbidden")
 
 
 def _changed_metadata_causes(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any]) -> list[Cause]:

@@ -407,6 +407,17 @@ def _coordinator_causes(
 # -- Kueue webhook ------------------------------------------------------------------------------------
 
 
+REJECT_JOBSET = "sandbox.pathways.dev/reject-jobset"
+
+
+def policy_webhook_refusal(obj: dict[str, Any]) -> str | None:
+    """A third-party policy webhook refusing JobSets that carry the ``reject-jobset`` knob (its message)."""
+    message = ((obj.get("metadata") or {}).get("annotations") or {}).get(REJECT_JOBSET)
+    if not message:
+        return None
+    return f'admission webhook "validation.policy.example.com" denied the request: {message}'
+
+
 def kueue_defaults(obj: dict[str, Any]) -> None:
     """A JobSet with ``kueue.x-k8s.io/queue-name`` is created suspended; Kueue unsuspends it on admission."""
     labels = (obj.get("metadata") or {}).get("labels") or {}

@@ -304,7 +304,7 @@ class Kubelet(Controller):
                 return
             run = self._start_program(pod, jobset, knobs, main, now)
         if override is not None:
-            self._finish(pod, jobset, run, override, knobs, main)
+            self._finish(pod, jobset, run, override, knobs, main, self.sim.exit_lines.pop(js_uid, None))
             return
         while run.emitted < len(run.lines) and run.times[run.emitted] <= now:
             self.sim.logs.write(uid, main, run.lines[run.emitted], now)
@@ -354,10 +354,13 @@ class Kubelet(Controller):
         exit_code: int,
         knobs: Knobs,
         main: str,
+        last_line: str | None = None,
     ) -> None:
         md = pod["metadata"]
         uid, stamp, now = md["uid"], rfc3339(), time.time()
-        if knobs.program_log is None:
+        if last_line is not None:
+            self.sim.logs.write(uid, main, last_line, now)
+        elif knobs.program_log is None:
             if exit_code == 0:
                 self.sim.logs.write(uid, main, "Program finished successfully", now)
             else:
@@ -403,8 +406,9 @@ class Kubelet(Controller):
         self.store.mutate(PODS, md["namespace"], md["name"], apply)
 
     # -- scenario hooks ---------------------------------------------------------------------------
-    def end_program(self, jobset: dict[str, Any], exit_code: int) -> list[str]:
-        """Make the current head pod's program exit with ``exit_code`` (now if it runs, else at start)."""
+    def end_program(self, jobset: dict[str, Any], exit_code: int, last_line: str | None = None) -> list[str]:
+        """Make the current head pod's program exit with ``exit_code`` (now if it runs, else at start),
+        printing ``last_line`` last when given."""
         live = [
             p
             for p in self.head_pods(jobset)
@@ -413,6 +417,8 @@ class Kubelet(Controller):
         if not live:
             return []
         self.sim.exit_overrides[jobset["metadata"]["uid"]] = exit_code
+        if last_line is not None:
+            self.sim.exit_lines[jobset["metadata"]["uid"]] = last_line
         for pod in live:
             if (pod.get("status") or {}).get("phase") == "Running":
                 self._reconcile_pod(pod, jobset)

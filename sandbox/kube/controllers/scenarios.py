@@ -25,6 +25,10 @@ ACTIONS = (
 )
 PREEMPTION_MESSAGE = "default-scheduler: preempting to accommodate a higher priority pod"
 NODE_LOST_MESSAGE = "PodGC: node no longer exists"
+DATA_LOSS_LINE = (
+    "jax.errors.JaxRuntimeError: DATA_LOSS: Slice {slice} is no longer reachable: its workers "
+    "disconnected from the Pathways resource manager"
+)
 
 
 def _int_param(params: dict[str, str], name: str, default: int | None = None) -> int:
@@ -102,15 +106,32 @@ def run_action(
                         "default-scheduler",
                     )
         else:
+            # The node goes: the node lifecycle controller marks its pods, the taint manager evicts
+            # them, pod GC deletes them (events on the pods are all that is left of them).
             for pod in pods:
+                mgr.events.record(pod, "Warning", "NodeNotReady", "Node is not ready", "node-controller")
+                mgr.events.record(
+                    pod,
+                    "Normal",
+                    "TaintManagerEviction",
+                    f"Marking for deletion Pod {namespace}/{pod['metadata']['name']}",
+                    "taint-eviction-controller",
+                )
                 mgr.kubelet.disrupt(pod, "DeletionByPodGC", NODE_LOST_MESSAGE)
-            mgr.jobs.fail(
-                mgr.store.get(JOBS, namespace, job["metadata"]["name"]),
-                "PodFailurePolicy",
-                f"Pod {namespace}/{pods[0]['metadata']['name']} has condition DisruptionTarget matching "
-                "FailJob rule at index 0",
-                failed_pods=len(pods),
-            )
+            if params.get("program") == "data-loss":
+                # No pod failure policy on the slice's Job (as the PathwaysJob controller renders it):
+                # the program sees the slice vanish first and dies with DATA_LOSS.
+                if main_container(jobset) is None:
+                    raise ApiError(409, f"jobset {name} is headless: there is no program", "Conflict")
+                mgr.kubelet.end_program(jobset, 1, DATA_LOSS_LINE.format(slice=_int_param(params, "slice")))
+            else:
+                mgr.jobs.fail(
+                    mgr.store.get(JOBS, namespace, job["metadata"]["name"]),
+                    "PodFailurePolicy",
+                    f"Pod {namespace}/{pods[0]['metadata']['name']} has condition DisruptionTarget matching "
+                    "FailJob rule at index 0",
+                    failed_pods=len(pods),
+                )
             for pod in pods:
                 if mgr.store.find(PODS, namespace, pod["metadata"]["name"]) is not None:
                     mgr.store.delete(PODS, namespace, pod["metadata"]["name"])

@@ -56,6 +56,8 @@ class SimState:
     programs: dict[str, ProgramRun] = field(default_factory=dict)
     # JobSet uid -> exit code the next program end must use (fail-program / complete-program)
     exit_overrides: dict[str, int] = field(default_factory=dict)
+    # JobSet uid -> the last line the program prints when it is ended by a scenario
+    exit_lines: dict[str, str] = field(default_factory=dict)
     # Job uid -> pod uids already counted in the Job's succeeded/failed counters
     counted: dict[str, set[str]] = field(default_factory=dict)
 
@@ -71,6 +73,7 @@ class SimState:
     def forget_jobset(self, uid: str) -> None:
         self.slice_cursor.pop(uid, None)
         self.exit_overrides.pop(uid, None)
+        self.exit_lines.pop(uid, None)
 
     def clear(self) -> None:
         self.logs.clear()
@@ -80,6 +83,7 @@ class SimState:
             self.slice_cursor,
             self.programs,
             self.exit_overrides,
+            self.exit_lines,
             self.counted,
         ):
             table.clear()
