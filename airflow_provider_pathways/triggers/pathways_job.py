@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from enum import Enum
@@ -45,6 +46,10 @@ def validate_wait_arguments(*, name: str, wait_until: str, min_slices: int | Non
         raise ValueError(f"kind: {kind!r} must be 'PathwaysJob' or 'JobSet'")
 
 
+# While a job is queued, repeat its progress line this often (the watch is silent meanwhile).
+_QUEUED_LOG_EVERY = 300.0
+
+
 class PathwaysJobTrigger(BaseTrigger):
     """
     Watch a Pathways job and fire once it is ready (``min_slices``), finished, or failed.
@@ -59,6 +64,8 @@ class PathwaysJobTrigger(BaseTrigger):
     :param delete_on_kill: delete the job when the user kills the deferred task.
     :param deadline: fire a ``timeout`` event at this epoch time.
     :param outage_tolerance: seconds an API server outage may last before the wait fails.
+    :param queue_timeout: fire a ``queue_timeout`` event when the job has been queued by Kueue for
+        this many seconds; a queued job is otherwise waited for (and never counts as preempted).
     """
 
     def __init__(
@@ -81,6 +88,7 @@ class PathwaysJobTrigger(BaseTrigger):
         watch_timeout_seconds: int = 900,
         deadline: float | None = None,
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
+        queue_timeout: float | None = None,
     ) -> None:
         super().__init__()
         validate_wait_arguments(name=name, wait_until=wait_until, min_slices=min_slices, kind=kind)
@@ -105,7 +113,9 @@ class PathwaysJobTrigger(BaseTrigger):
         self.watch_timeout_seconds = watch_timeout_seconds
         self.deadline = deadline
         self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
+        self.queue_timeout = queue_timeout
         self._fired = False
+        self._queued = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -128,6 +138,7 @@ class PathwaysJobTrigger(BaseTrigger):
                 "watch_timeout_seconds": self.watch_timeout_seconds,
                 "deadline": self.deadline,
                 "outage_tolerance": self.outage_tolerance,
+                "queue_timeout": self.queue_timeout,
             },
         )
 
@@ -168,13 +179,30 @@ class PathwaysJobTrigger(BaseTrigger):
             watch_timeout_seconds=self.watch_timeout_seconds,
             outage_tolerance=self.outage_tolerance,
         )
+        status: PathwaysJobStatus | None = None
+        # The next status, awaited across waits that time out (cancelling it would end the watch).
+        pending: asyncio.Future[PathwaysJobStatus] | None = None
         try:
             while True:
                 remaining = None if self.deadline is None else max(self.deadline - time.time(), 0)
-                try:
-                    status = await asyncio.wait_for(statuses.__anext__(), remaining)
-                except asyncio.TimeoutError:
-                    return {"status": "timeout", "message": "the wait timed out"}
+                queue_left = self._queue_left(status)
+                wait = min((t for t in (remaining, queue_left) if t is not None), default=None)
+                if status is not None and status.phase is Phase.QUEUED:
+                    wait = _QUEUED_LOG_EVERY if wait is None else min(wait, _QUEUED_LOG_EVERY)
+                if pending is None:
+                    pending = asyncio.ensure_future(statuses.__anext__())
+                done, _ = await asyncio.wait({pending}, timeout=wait)
+                if not done:
+                    if self.deadline is not None and time.time() >= self.deadline:
+                        return {"status": "timeout", "message": "the wait timed out"}
+                    if status is not None and self._queue_left(status) == 0:
+                        return {"status": "queue_timeout", "job": status.to_dict()}
+                    if status is not None:
+                        self.log.info("%s", status.progress(need))  # still queued
+                    continue
+                finished, pending = pending, None
+                status = finished.result()
+                self._queued = status.phase is Phase.QUEUED
                 self.log.info("%s", status.progress(need))
                 if self._done(status):
                     return {"status": "done", "job": status.to_dict()}
@@ -190,11 +218,23 @@ class PathwaysJobTrigger(BaseTrigger):
                 "message": f"watching {self.namespace}/{self.name} failed: {describe(err)}",
             }
         finally:
+            if pending is not None:
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await pending
             await statuses.aclose()
 
+    def _queue_left(self, status: PathwaysJobStatus | None) -> float | None:
+        """Seconds until ``queue_timeout`` while the job is queued; None when it does not apply."""
+        queued_for = status.queued_for() if status is not None else None
+        if self.queue_timeout is None or queued_for is None:
+            return None
+        return max(self.queue_timeout - queued_for, 0.0)
+
     async def on_kill(self) -> None:
-        """Delete the job when the user kills the deferred task; harmless if it is already gone."""
-        if self._fired or not self.delete_on_kill:
+        """Delete the job when the user kills the deferred task (always while it is queued, so it
+        does not start later unwatched); harmless if it is already gone."""
+        if self._fired or not (self.delete_on_kill or self._queued):
             return
         deleted = await self.hook.a_delete_job(self.name, self.namespace, JobKind(self.kind))
         self.log.info(
