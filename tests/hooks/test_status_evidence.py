@@ -1,0 +1,161 @@
+"""What the hook reads from a real-shaped cluster: Kueue queueing vs preemption, JobSet-create
+failures, and preemption evidence that outlives the pods. Each test names the upstream file whose
+behaviour the stand-in reproduces."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from airflow_provider_pathways.failures import FailureClass
+from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook, StatusOptions
+from airflow_provider_pathways.resources import JobKind, kueue_workload_name
+from airflow_provider_pathways.status import Phase
+from tests.gke import CONN, KNOB, new_spec, wait_for
+
+pytestmark = pytest.mark.usefixtures("kube")
+NS = "evidence-tests"
+QUEUE = "kueue.x-k8s.io/queue-name"
+
+
+@pytest.fixture
+def hook() -> PathwaysJobHook:
+    return PathwaysJobHook(kubernetes_conn_id=CONN)
+
+
+def status_when(hook: PathwaysJobHook, name: str, check: Any, what: str, **options: Any) -> Any:
+    opts = StatusOptions(**options)
+    return wait_for(lambda: (s := hook.get_status(name, NS, opts)) and check(s) and s, what=what)
+
+
+def queued_spec(queue: str, **knobs: Any) -> Any:
+    spec = new_spec(NS, **knobs)
+    spec.labels = {QUEUE: queue}
+    return spec
+
+
+def test_a_job_waiting_in_kueue_is_queued_not_preempted(hook: PathwaysJobHook, kube: Any) -> None:
+    """kueue defaults.go: suspended at creation; workload_types.go: QuotaReserved False until admitted."""
+    spec = queued_spec("multislice-queue", kueue_admit_after_seconds="never", program_seconds=0.3)
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    status = status_when(hook, spec.name, lambda s: s.phase is Phase.QUEUED and s.queued_since, "queued")
+    assert status.failure is None and not status.terminal
+    assert status.queue == "multislice-queue"
+    line = status.progress()
+    assert "queued in LocalQueue multislice-queue for" in line and "waiting for quota" in line
+    assert not status.ready_for(1)
+    jobset = hook.get_object(JobKind.JOBSET.resource, spec.name, NS)
+    assert jobset is not None and jobset["spec"]["suspend"] is True
+    assert [w["metadata"]["name"] for w in hook.list_workloads(spec.name, NS, jobset)] == [
+        kueue_workload_name(spec.name, jobset["metadata"]["uid"])
+    ]
+    kube.action(NS, spec.name, "admit")
+    final = status_when(hook, spec.name, lambda s: s.terminal, "completion")
+    assert final.phase is Phase.SUCCEEDED
+
+
+def test_eviction_after_running_requeues(hook: PathwaysJobHook, kube: Any) -> None:
+    """kueue workload_types.go: Evicted (Preempted, InClusterQueue) then Requeued: queued again."""
+    spec = queued_spec(f"q-{uuid.uuid4().hex[:6]}", program_seconds=30)
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    status_when(hook, spec.name, lambda s: s.slices_ready == 2, "running")
+    kube.action(NS, spec.name, "evict", reason="Preempted")
+    status = status_when(hook, spec.name, lambda s: s.phase is Phase.QUEUED, "requeued")
+    assert status.failure is None
+    assert "evicted by Kueue after it ran (Preempted" in status.message
+    kube.action(NS, spec.name, "admit")
+    status_when(hook, spec.name, lambda s: s.phase is Phase.RUNNING, "running again")
+    hook.delete_job(spec.name, NS)
+
+
+def test_deactivated_workload_is_an_infrastructure_failure(hook: PathwaysJobHook, kube: Any) -> None:
+    """kueue workload_types.go WorkloadRequeuingLimitExceeded: spec.active false, never admitted again."""
+    spec = queued_spec(f"q-{uuid.uuid4().hex[:6]}", program_seconds=30)
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    status_when(hook, spec.name, lambda s: s.slices_ready == 2, "running")
+    kube.action(NS, spec.name, "evict", reason="RequeuingLimitExceeded")
+    final = status_when(hook, spec.name, lambda s: s.terminal, "deactivation")
+    assert final.failure is FailureClass.INFRASTRUCTURE
+    assert "deactivated" in final.message
+    hook.delete_job(spec.name, NS)
+
+
+def test_queued_status_in_the_trigger_path(hook: PathwaysJobHook) -> None:
+    """The async twin reads the Workload too."""
+    spec = queued_spec("multislice-queue", kueue_admit_after_seconds="never")
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    status_when(hook, spec.name, lambda s: s.phase is Phase.QUEUED, "queued")
+    status = asyncio.run(hook.a_get_status(spec.name, NS))
+    assert status.phase is Phase.QUEUED and "waiting for quota" in status.message
+    hook.delete_job(spec.name, NS)
+
+
+def test_long_name_refused_by_jobset_is_a_refused_spec(hook: PathwaysJobHook, kube: Any) -> None:
+    """pathwaysjob_controller.go Reconcile: the JobSet webhook (jobset_webhook.go) refuses the
+    23-character name; terminalState Failed with no conditions; the controller keeps retrying."""
+    spec = new_spec(NS)
+    spec.name = f"long-{uuid.uuid4().hex[:18]}"
+    assert len(spec.name) == 23
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    final = status_when(hook, spec.name, lambda s: s.terminal, "refusal")
+    assert final.failure is FailureClass.SPEC_REJECTED
+    assert "23 characters" in final.message and "at most 22" in final.message
+    assert kube.control("state")["jobsetCreateFailures"].get(f"{NS}/{spec.name}", 0) >= 1
+    hook.delete_job(spec.name, NS)
+
+
+def test_jobset_create_failure_with_a_valid_spec_is_infrastructure(hook: PathwaysJobHook) -> None:
+    """pathwaysjob_controller.go Reconcile: any JobSet-create error gives terminalState Failed, no
+    conditions; with a valid topology and name it is the cluster's failure, not the spec's."""
+    spec = new_spec(NS)
+    spec.annotations = {**(spec.annotations or {}), KNOB + "reject-jobset": "team quota policy"}
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    final = status_when(hook, spec.name, lambda s: s.terminal, "create failure")
+    assert final.failure is FailureClass.INFRASTRUCTURE
+    assert "could not create the JobSet" in final.message and "topology" not in final.message
+    hook.delete_job(spec.name, NS)
+
+
+def test_pod_less_preemption_with_data_loss(hook: PathwaysJobHook, kube: Any) -> None:
+    """A slice's node is deleted (its pods vanish, no pod failure policy on the Job), the program dies
+    with DATA_LOSS: node-loss events and the program's last line say preemption, not a user failure."""
+    spec = new_spec(NS, program_seconds=30)
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    status_when(hook, spec.name, lambda s: s.slices_ready == 2, "slices ready")
+    kube.action(NS, spec.name, "lose-node", slice=1, program="data-loss")
+    final = status_when(hook, spec.name, lambda s: s.terminal, "failure")
+    assert final.failure is FailureClass.PREEMPTED, final.message
+    assert "NodeNotReady" in final.message and "DATA_LOSS" in final.message
+    workers = hook.list_pods(spec.name, NS, "worker")
+    assert workers == []  # nothing of the lost slice is left but events
+    hook.delete_job(spec.name, NS)
+
+
+def test_data_loss_alone_is_preemption(hook: PathwaysJobHook, kube: Any) -> None:
+    """pathwaysutils: a lost slice surfaces in the program as a JAX error containing DATA_LOSS."""
+    spec = new_spec(
+        NS,
+        program_exit_code=1,
+        program_log="step 1\njax.errors.JaxRuntimeError: DATA_LOSS: slice 0 lost",
+    )
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    final = status_when(hook, spec.name, lambda s: s.terminal, "failure")
+    assert final.failure is FailureClass.PREEMPTED and "DATA_LOSS" in final.message
+    hook.delete_job(spec.name, NS)
+
+
+def test_preemption_events_of_an_earlier_attempt_do_not_excuse_a_program_failure(
+    hook: PathwaysJobHook, kube: Any
+) -> None:
+    """jobset_controller.go restarts the whole set; the old attempt's evidence stays with it."""
+    spec = new_spec(NS, max_restarts=1, program_seconds=1.5, program_exit_code=3)
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    status_when(hook, spec.name, lambda s: s.slices_ready == 2, "slices ready")
+    kube.action(NS, spec.name, "lose-node", slice=0)
+    final = wait_for(lambda: (s := hook.get_status(spec.name, NS)) and s.terminal and s, timeout=30)
+    assert final.restarts == 1
+    assert final.failure is FailureClass.USER_PROGRAM_FAILED, final.message
+    hook.delete_job(spec.name, NS)

@@ -1,0 +1,144 @@
+"""PathwaysJobOperator with Kueue, refused JobSets and lost nodes: real Airflow against the stand-in."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.airflow_runs import load_dag, run_dag
+
+DAGS = "gke_queue_scenarios.py"
+pytestmark = pytest.mark.usefixtures("kube")
+
+
+def items(kube: Any, plural: str, namespace: str) -> list[dict[str, Any]]:
+    group = {"pathwaysjobs": "pathways-job.pathways.domain/v1", "jobsets": "jobset.x-k8s.io/v1alpha2"}[plural]
+    return kube.request("GET", f"/apis/{group}/namespaces/{namespace}/{plural}")["items"]
+
+
+def when(
+    condition: Callable[[], Any], action: Callable[[Any], None], timeout: float = 30
+) -> threading.Thread:
+    """In the background, run ``action(value)`` once ``condition()`` returns a truthy value."""
+    failures: list[BaseException] = []
+
+    def loop() -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = condition()
+            if value:
+                try:
+                    action(value)
+                except BaseException as err:  # surfaced through the thread's list
+                    failures.append(err)
+                return
+            time.sleep(0.02)
+        failures.append(TimeoutError("condition never held"))
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.failures = failures  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
+def running(kube: Any, namespace: str) -> str | None:
+    for js in items(kube, "jobsets", namespace):
+        for rjob in (js.get("status") or {}).get("replicatedJobsStatus") or []:
+            if rjob.get("name") == "worker" and rjob.get("ready", 0) >= 2 and not js["spec"].get("suspend"):
+                return js["metadata"]["name"]
+    return None
+
+
+@pytest.mark.parametrize("mode", ["deferred", "polling"])
+def test_queued_job_waits_then_runs_without_using_a_retry(
+    kube: Any, capfd: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """kueue defaults.go: suspended at creation until admitted; that is queueing, not preemption."""
+    outcome = run_dag(load_dag(DAGS, f"gke_queued_then_admitted_{mode}"))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "success" and outcome.try_number == 1  # retries=2, none used
+    assert "queued in LocalQueue multislice-queue for" in logs and "phase queued" in logs
+    assert "phase suspended" not in logs and "PathwaysPreempted" not in logs
+    assert outcome.xcom["status"]["phase"] == "succeeded"
+    assert items(kube, "pathwaysjobs", f"queued-{mode}") == []
+
+
+@pytest.mark.parametrize("mode", ["deferred", "polling"])
+def test_queue_timeout_gives_up_and_deletes_the_queued_job(
+    kube: Any, capfd: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """A job Kueue never admits: the try fails after queue_timeout and the job is deleted, so that
+    it cannot start later with nobody watching."""
+    started = time.monotonic()
+    outcome = run_dag(load_dag(DAGS, f"gke_queue_timeout_{mode}"))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "failed" and outcome.try_number == 1
+    assert "stayed queued in LocalQueue multislice-queue" in logs and "queue_timeout (1.5s)" in logs
+    assert time.monotonic() - started < 30
+    assert items(kube, "pathwaysjobs", f"queue-timeout-{mode}") == []
+    assert items(kube, "jobsets", f"queue-timeout-{mode}") == []
+
+
+def test_eviction_after_running_is_requeued_and_finishes_in_the_same_try(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """kueue workload_types.go: Evicted (Preempted) then Requeued; Kueue admits it again."""
+    namespace = "evicted"
+    evictor = when(
+        lambda: running(kube, namespace),
+        lambda name: kube.action(namespace, name, "evict", reason="Preempted", readmit="auto"),
+    )
+    outcome = run_dag(load_dag(DAGS, "gke_evicted_after_running"))["train"]
+    evictor.join(5)
+    assert not evictor.failures  # type: ignore[attr-defined]
+    logs = capfd.readouterr().out
+    assert outcome.state == "success" and outcome.try_number == 1
+    assert "evicted by Kueue after it ran (Preempted" in logs
+
+
+def test_lost_node_and_data_loss_is_preemption_and_is_retried(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The lost slice's pods are gone; node-loss events and the program's DATA_LOSS say preemption."""
+    namespace = "data-loss"
+    loser = when(
+        lambda: running(kube, namespace),
+        lambda name: kube.action(namespace, name, "lose-node", slice=1, program="data-loss"),
+    )
+    outcome = run_dag(load_dag(DAGS, "gke_lost_node_data_loss"))["train"]
+    loser.join(5)
+    assert not loser.failures  # type: ignore[attr-defined]
+    logs = capfd.readouterr().out
+    assert outcome.state == "success" and outcome.try_number == 2
+    assert "DATA_LOSS" in logs and "NodeNotReady" in logs
+    assert "user_program_failed" not in logs
+
+
+def test_name_jobset_refuses_fails_at_once_naming_the_limit(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """pathwaysjob_controller.go: the JobSet webhook refuses a 23-character name, the controller sets
+    terminalState Failed and retries for ever; the task fails at once with the reason."""
+    outcome = run_dag(load_dag(DAGS, "gke_long_name_refused"))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "failed" and outcome.try_number == 1
+    assert outcome.xcom["status"]["failure"] == "spec_rejected"
+    assert "23 characters" in logs and "at most 22" in logs
+    assert "topology" not in outcome.xcom["status"]["message"]
+    assert items(kube, "pathwaysjobs", "long-name") == []
+
+
+def test_refused_jobset_with_a_valid_spec_is_an_infrastructure_failure(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A webhook refuses the JobSet of a valid spec: retried as infrastructure, not blamed on the spec."""
+    outcome = run_dag(load_dag(DAGS, "gke_create_refused"))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "failed" and outcome.try_number == 2  # retries=1 used
+    assert outcome.xcom["status"]["failure"] == "infrastructure"
+    assert "could not create the JobSet" in logs
+    assert items(kube, "pathwaysjobs", "create-refused") == []
