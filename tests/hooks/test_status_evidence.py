@@ -159,3 +159,80 @@ def test_preemption_events_of_an_earlier_attempt_do_not_excuse_a_program_failure
     assert final.restarts == 1
     assert final.failure is FailureClass.USER_PROGRAM_FAILED, final.message
     hook.delete_job(spec.name, NS)
+
+
+# ---------------------------------------------------------------------- summarize, object by object
+
+
+def _pathways_job(name: str, topology: str = "4x4") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {"workers": [{"type": "ct6e-standard-4t", "topology": topology, "numSlices": 2}]},
+        "status": {"terminalState": "Failed"},
+    }
+
+
+def test_create_failure_carries_a_warning_events_words() -> None:
+    """pathwaysjob_controller.go gives terminalState Failed only; a Warning event (e.g. from a
+    controller that records one) supplies the reason."""
+    from airflow_provider_pathways.status import summarize
+
+    event = {
+        "type": "Warning",
+        "reason": "FailedCreate",
+        "message": 'admission webhook "x" denied the request: quota',
+        "involvedObject": {"kind": "PathwaysJob", "name": "train"},
+    }
+    status = summarize(
+        name="train", namespace=NS, pathways_job=_pathways_job("train"), jobset=None, events=[event]
+    )
+    assert status.failure is FailureClass.INFRASTRUCTURE
+    assert status.message.endswith('FailedCreate: admission webhook "x" denied the request: quota')
+    rejected = summarize(name="train", namespace=NS, pathways_job=_pathways_job("train", "3x3"), jobset=None)
+    assert rejected.failure is FailureClass.SPEC_REJECTED and "'3x3'" in rejected.message
+
+
+def _jobset(suspend: bool, conditions: list[dict[str, str]], labels: dict[str, str] | None = None) -> Any:
+    return {
+        "metadata": {
+            "name": "train",
+            "uid": "u1",
+            "labels": labels or {},
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {"suspend": suspend, "replicatedJobs": [{"name": "worker", "replicas": 2}]},
+        "status": {"conditions": conditions},
+    }
+
+
+def test_suspension_is_read_from_the_spec_and_kueue_from_the_label() -> None:
+    """jobset_controller.go resumeJobsIfNecessary keeps Suspended True until every job started."""
+    from airflow_provider_pathways.status import summarize
+
+    suspended = [{"type": "Suspended", "status": "True", "reason": "SuspendedJobs"}]
+    resuming = summarize(
+        name="train",
+        namespace=NS,
+        pathways_job=None,
+        jobset=_jobset(False, suspended),
+        expect_pathways_job=False,
+    )
+    assert resuming.phase is Phase.PENDING and resuming.failure is None
+    held = summarize(
+        name="train",
+        namespace=NS,
+        pathways_job=None,
+        jobset=_jobset(True, suspended),
+        expect_pathways_job=False,
+    )
+    assert held.phase is Phase.SUSPENDED and held.failure is FailureClass.PREEMPTED
+    queued = summarize(
+        name="train",
+        namespace=NS,
+        pathways_job=None,
+        jobset=_jobset(True, suspended, {QUEUE: "multislice-queue"}),
+        expect_pathways_job=False,
+    )
+    assert queued.phase is Phase.QUEUED and queued.failure is None
+    assert queued.queued_since == "2026-01-01T00:00:00Z"  # no Workload yet: since the JobSet's creation
+    assert "queued in LocalQueue multislice-queue for" in queued.progress()
