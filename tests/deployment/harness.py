@@ -364,6 +364,10 @@ class Airflow:
                 lines.append(str(item))
         return "\n".join(lines)
 
+    def run_finished(self, dag_id: str, run_id: str) -> bool:
+        """Whether the run has finished (as of the last snapshot)."""
+        return self._snapshots.runs.get(RunRef(dag_id, run_id), {}).get("state") in FINISHED_RUN_STATES
+
     def wait_log(
         self,
         dag_id: str,
@@ -374,23 +378,25 @@ class Airflow:
         timeout: float,
         map_index: int = -1,
     ) -> str:
-        """Wait until ``text`` appears in the log of try ``try_number``; returns the log."""
+        """Wait until ``text`` is in the log of try ``try_number``; returns the log. Gives up (returning
+        the log without it) once the run has finished, so that the caller can judge the outcome."""
         seen: list[str] = [""]
 
-        def check() -> str | None:
+        def check() -> bool:
             try:
                 seen[0] = self.task_log(dag_id, run_id, task_id, try_number, map_index)
             except AirflowApiError:
-                return None
-            return seen[0] if text in seen[0] else None
+                return False
+            return text in seen[0] or self.run_finished(dag_id, run_id)
 
-        return wait_for(
+        wait_for(
             check,
             f"{text!r} in the log of {dag_id}.{task_id} try {try_number}",
             timeout,
             1.0,
             describe=lambda: seen[0][-1500:],
         )
+        return seen[0]
 
     def mark_task_failed(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> None:
         """Set the task instance's state to failed through the API, as a user in the UI does."""

@@ -33,8 +33,13 @@ class Registered:
 REGISTRY: dict[str, Registered] = {}
 
 
-def scenario(name: str, *, drill: str | None = None, **matrix: tuple[Any, ...]) -> Callable[..., Any]:
-    """Register ``fn`` under ``name`` for every combination of ``matrix`` (``name`` formats them)."""
+def scenario(
+    name: str, *, drill: str | Callable[..., str | None] | None = None, **matrix: tuple[Any, ...]
+) -> Callable[..., Any]:
+    """Register ``fn`` under ``name`` for every combination of ``matrix`` (``name`` formats them).
+
+    ``drill`` names the rendezvous the scenario joins: a template, or a function of the parameters.
+    """
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         keys = list(matrix)
@@ -43,7 +48,8 @@ def scenario(name: str, *, drill: str | None = None, **matrix: tuple[Any, ...]) 
             full = name.format(**params)
             if full in REGISTRY:
                 raise ValueError(f"scenario {full} registered twice")
-            REGISTRY[full] = Registered(fn, params, drill.format(**params) if drill else None)
+            joins = drill(**params) if callable(drill) else drill.format(**params) if drill else None
+            REGISTRY[full] = Registered(fn, params, joins)
         return fn
 
     return register

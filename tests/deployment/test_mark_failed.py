@@ -1,0 +1,82 @@
+"""A user marks the waiting task failed through the REST API: the job must not outlive the task."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pytest
+
+from tests.deployment.harness import ConditionTimeout, TaskOutcome, outcome, wait_for
+from tests.deployment.scenarios import Stage, scenario
+from tests.deployment.steps import WAIT, gke_waiting, namespace, slurm_waiting
+
+PLATFORMS = ("gke", "slurm_rest", "slurm_ssh", "service_rest", "service_ssh")
+MODES = ("polling", "deferred")
+CLEANUP_TIMEOUT = 45
+
+
+@scenario("mark_failed[{platform}-{mode}]", platform=PLATFORMS, mode=MODES)
+def mark_failed(stage: Stage, name: str, platform: str, mode: str) -> TaskOutcome:
+    airflow = stage.airflow
+    kind, _, transport = platform.partition("_")
+    task_id = "service" if kind == "service" else "train"
+    if kind == "gke":
+        dag_id = f"gke_mark_failed_{mode}"
+        run_id = airflow.trigger(dag_id)
+        gke_waiting(stage, dag_id, run_id, mode)
+    elif kind == "slurm":
+        dag_id = f"slurm_mark_failed_{mode}_{transport}"
+        run_id = airflow.trigger(dag_id, stage.slurm_conf)
+        slurm_waiting(stage, dag_id, run_id, mode)
+    else:
+        dag_id = f"service_mark_failed_{mode}_{transport}"
+        run_id = airflow.trigger(dag_id, stage.slurm_conf)
+        # waiting for readiness that never comes, while the service and its worker array run
+        wait_for(
+            stage.slurm.path(dag_id, "written.env").exists,
+            f"the service of {dag_id} to start its slices",
+            WAIT,
+            0.3,
+        )
+        _service_waiting(stage, dag_id, run_id, mode)
+    airflow.mark_task_failed(dag_id, run_id, task_id)
+    airflow.wait_run(dag_id, run_id, WAIT)
+    seen = outcome(airflow, dag_id, run_id, task_id, xcom_keys=("job_id",))
+    seen.extra["left"] = _wait_cleaned_up(stage, kind, dag_id, seen)
+    return seen
+
+
+def _service_waiting(stage: Stage, dag_id: str, run_id: str, mode: str) -> None:
+    state = "deferred" if mode == "deferred" else "running"
+    ti = stage.airflow.wait_ti(dag_id, run_id, "service", state, lambda t: t["state"] == state, WAIT)
+    if mode == "deferred":
+        stage.airflow.wait_workers_done([str(ti["id"])])
+
+
+def _wait_cleaned_up(stage: Stage, kind: str, dag_id: str, seen: TaskOutcome) -> Any:
+    """What is left of the job once it had time to go (at most ``CLEANUP_TIMEOUT`` seconds)."""
+    if kind == "gke":
+
+        def left() -> Any:
+            return stage.kube.leftovers(namespace(dag_id))
+    else:
+        name = stage.slurm.job_name(dag_id)
+        array = f"pathways-workers-{seen.xcom['job_id']}"
+
+        def left() -> Any:
+            return stage.slurm.active(name) + (stage.slurm.active(array) if kind == "service" else [])
+
+    with contextlib.suppress(ConditionTimeout):
+        wait_for(lambda: not left(), f"the job of {dag_id} to go", CLEANUP_TIMEOUT, 0.5)
+    return left()
+
+
+@pytest.mark.scenario("mark_failed[{platform}-{mode}]")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_marking_the_task_failed_deletes_or_cancels_its_job(
+    seen: TaskOutcome, platform: str, mode: str
+) -> None:
+    assert (seen.state, seen.try_number) == ("failed", 1)  # not retried
+    assert not seen.extra["left"]  # no PathwaysJob/JobSet/pods; nothing in squeue, worker array included

@@ -1,0 +1,62 @@
+"""The Kubernetes API server, slurmrestd or sshd is unreachable for 20 s while the task waits (deferred
+and polling); the job ends during the outage. The task must end with the job's real outcome."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.deployment.harness import TaskOutcome, outcome
+from tests.deployment.scenarios import Stage, scenario
+from tests.deployment.steps import gke_end_program, gke_waiting, namespace, slurm_waiting
+
+SERVICES = ("kube", "rest", "ssh")
+MODES = ("deferrable", "polling")
+RUN_TIMEOUT = 300
+
+
+@scenario("outage[{service}-{mode}]", drill="outage:{service}", service=SERVICES, mode=MODES)
+def outage(stage: Stage, name: str, service: str, mode: str) -> TaskOutcome:
+    airflow = stage.airflow
+    if service == "kube":
+        dag_id = f"gke_outage_{mode}"
+        run_id = airflow.trigger(dag_id)
+        job = gke_waiting(stage, dag_id, run_id, mode)
+
+        def end_job() -> None:
+            gke_end_program(stage, dag_id, job)
+    else:
+        dag_id = f"slurm_outage_{mode}_{service}"
+        run_id = airflow.trigger(dag_id, stage.slurm_conf)
+        slurm_waiting(stage, dag_id, run_id, mode)
+
+        def end_job() -> None:
+            stage.slurm.release(dag_id, 0)
+
+    took = stage.drill(f"outage:{service}").arrive(name, end_job)
+    airflow.wait_run(dag_id, run_id, RUN_TIMEOUT)
+    seen = outcome(airflow, dag_id, run_id, xcom_keys=("return_value",))
+    seen.extra["outage"] = took
+    if service == "kube":
+        seen.extra["jobs"] = list(stage.kube.jobs_created(namespace(dag_id)))
+        seen.extra["leftovers"] = stage.kube.leftovers(namespace(dag_id))
+    else:
+        seen.extra["jobs"] = stage.slurm.job_ids(stage.slurm.job_name(dag_id))
+        seen.extra["leftovers"] = stage.slurm.active(stage.slurm.job_name(dag_id))
+    return seen
+
+
+@pytest.mark.scenario("outage[{service}-{mode}]")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("service", SERVICES)
+def test_task_rides_out_the_outage_and_reports_the_jobs_real_outcome(
+    seen: TaskOutcome, service: str, mode: str
+) -> None:
+    assert seen.extra["outage"]["seconds"] >= 20
+    assert (seen.state, seen.try_number) == ("success", 1)
+    result = seen.xcom["return_value"]
+    if service == "kube":
+        assert result["status"]["phase"] == "succeeded"
+    else:
+        assert result["state"] == "COMPLETED"
+    assert len(seen.extra["jobs"]) == 1
+    assert not seen.extra["leftovers"]

@@ -1,0 +1,79 @@
+"""A preempted job when the DAG sets no ``retries``: the operators retry preemptions anyway
+(``preemption_retries``); an explicit ``retries=0`` wins."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.deployment.harness import FINISHED_TI_STATES, TaskOutcome, outcome
+from tests.deployment.scenarios import Stage, scenario
+from tests.deployment.steps import WAIT, gke_end_program, gke_waiting, namespace, slurm_waiting
+
+PLATFORMS = ("gke", "slurm_rest", "slurm_ssh")
+RETRIES = ("unset", "zero")
+RUN_TIMEOUT = 300
+
+
+def _drill(platform: str, retries: str) -> str | None:
+    return None if platform == "gke" else "preemption"
+
+
+@scenario("preempt[{platform}-retries-{retries}]", drill=_drill, platform=PLATFORMS, retries=RETRIES)
+def preempt_once(stage: Stage, name: str, platform: str, retries: str) -> TaskOutcome:
+    airflow = stage.airflow
+    kind = "no_retries" if retries == "unset" else "retries_zero"
+    gke = platform == "gke"
+    if gke:
+        dag_id = f"gke_preempt_{kind}"
+        run_id = airflow.trigger(dag_id)
+        job = gke_waiting(stage, dag_id, run_id, "deferred")
+        stage.kube.action(namespace(dag_id), job, "preempt-slice", slice=0)
+    else:
+        dag_id = f"slurm_preempt_{kind}_{platform.split('_')[1]}"
+        run_id = airflow.trigger(dag_id, stage.slurm_conf)
+        job = slurm_waiting(stage, dag_id, run_id, "deferred")
+        stage.drill("preemption").arrive(name, job)
+    ti = airflow.wait_ti(
+        dag_id,
+        run_id,
+        "train",
+        "try 2 deferred, or the end",
+        lambda t: (t["try_number"] == 2 and t["state"] == "deferred") or t["state"] in FINISHED_TI_STATES,
+        WAIT,
+    )
+    if ti["state"] == "deferred":
+        if gke:
+            gke_end_program(stage, dag_id, gke_waiting(stage, dag_id, run_id, "deferred", 2))
+        else:
+            slurm_waiting(stage, dag_id, run_id, "deferred", 2, starts=2)
+            stage.slurm.release(dag_id, 0)
+    airflow.wait_run(dag_id, run_id, RUN_TIMEOUT)
+    seen = outcome(airflow, dag_id, run_id)
+    if gke:
+        seen.extra["jobs"] = list(stage.kube.jobs_created(namespace(dag_id)))
+        seen.extra["program_runs"] = stage.kube.program_runs(namespace(dag_id))
+    else:
+        seen.extra["jobs"] = stage.slurm.job_ids(stage.slurm.job_name(dag_id))
+        seen.extra["program_runs"] = len(stage.slurm.program_runs(dag_id))
+    return seen
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="a preempted job is not retried when the DAG sets no retries (no preemption_retries default)",
+)
+@pytest.mark.scenario("preempt[{platform}-retries-unset]")
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_preemption_is_retried_even_without_retries_in_the_dag(seen: TaskOutcome, platform: str) -> None:
+    assert (seen.state, seen.try_number) == ("success", 2)
+    assert "preemption, retrying with backoff" in seen.log(1)
+    assert len(seen.extra["jobs"]) == 2 and seen.extra["program_runs"] == 2  # one fresh job
+
+
+@pytest.mark.scenario("preempt[{platform}-retries-zero]")
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_explicit_zero_retries_wins_over_preemption_retries(seen: TaskOutcome, platform: str) -> None:
+    assert (seen.state, seen.try_number) == ("failed", 1)
+    assert "preempt" in seen.log(1).lower()
+    assert len(seen.extra["jobs"]) == 1 and seen.extra["program_runs"] == 1
