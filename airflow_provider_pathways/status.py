@@ -42,22 +42,21 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 _DISRUPTION_POD_REASONS = frozenset(
     {"Preempting", "Evicted", "NodeLost", "Terminated", "Shutdown", "NodeShutdown"}
 )
-# Event reasons on a job's pods that mean its node went away or the pod was preempted.
-_DISRUPTION_EVENT_REASONS = frozenset(
-    {
-        "NodeNotReady",
-        "TaintManagerEviction",
-        "NodeLost",
-        "NodeShutdown",
-        "Shutdown",
-        "Preempted",
-        "Preempting",
-        "Evicted",
-        "PreemptionByScheduler",
-        "DeletionByPodGC",
-        "DeletionByTaintManager",
-    }
+# Event reasons on a job's pods that mean its node went away or the pod was preempted, causes first.
+_DISRUPTION_EVENT_ORDER = (
+    "NodeNotReady",
+    "NodeLost",
+    "NodeShutdown",
+    "Shutdown",
+    "Preempted",
+    "Preempting",
+    "PreemptionByScheduler",
+    "Evicted",
+    "TaintManagerEviction",
+    "DeletionByTaintManager",
+    "DeletionByPodGC",
 )
+_DISRUPTION_EVENT_REASONS = frozenset(_DISRUPTION_EVENT_ORDER)
 # How Pathways reports a slice that went away to the JAX program.
 _DATA_LOSS = "DATA_LOSS"
 
@@ -290,18 +289,22 @@ def _event_time(event: Mapping[str, Any]) -> float | None:
 def _disruption_event(
     events: Iterable[Mapping[str, Any]], prefixes: tuple[str, ...], since: float | None
 ) -> str | None:
-    """A node-loss or preemption event on one of the job's pods in the current attempt."""
+    """A node-loss or preemption event on one of the job's pods in the current attempt (the earliest;
+    at the same second, the node's own failure before its consequences)."""
+    found: list[tuple[float, int, str]] = []
     for event in events:
         involved = event.get("involvedObject") or {}
+        reason = event.get("reason")
         if involved.get("kind") != "Pod" or not str(involved.get("name", "")).startswith(prefixes):
             continue
-        if event.get("reason") not in _DISRUPTION_EVENT_REASONS:
+        if reason not in _DISRUPTION_EVENT_REASONS:
             continue
         stamp = _event_time(event)
         if since is not None and stamp is not None and stamp < since:
             continue
-        return f"pod {involved.get('name')}: {event.get('reason')} ({event.get('message') or 'no message'})"
-    return None
+        text = f"pod {involved.get('name')}: {reason} ({event.get('message') or 'no message'})"
+        found.append((stamp or 0.0, _DISRUPTION_EVENT_ORDER.index(str(reason)), text))
+    return min(found)[2] if found else None
 
 
 def _data_loss(pods: Iterable[Mapping[str, Any]], log_tail: str | None, main_container: str) -> str | None:
