@@ -64,6 +64,8 @@ class PathwaysJobTrigger(BaseTrigger):
     :param delete_on_kill: delete the job when the user kills the deferred task.
     :param deadline: fire a ``timeout`` event at this epoch time.
     :param outage_tolerance: seconds an API server outage may last before the wait fails.
+    :param deadline_reason: which limit set ``deadline`` (``wait_timeout`` or ``execution_timeout``),
+        echoed in the ``timeout`` event.
     :param queue_timeout: fire a ``queue_timeout`` event when the job has been queued by Kueue for
         this many seconds; a queued job is otherwise waited for (and never counts as preempted).
     """
@@ -89,6 +91,7 @@ class PathwaysJobTrigger(BaseTrigger):
         deadline: float | None = None,
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
         queue_timeout: float | None = None,
+        deadline_reason: str | None = None,
     ) -> None:
         super().__init__()
         validate_wait_arguments(name=name, wait_until=wait_until, min_slices=min_slices, kind=kind)
@@ -114,6 +117,7 @@ class PathwaysJobTrigger(BaseTrigger):
         self.deadline = deadline
         self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
         self.queue_timeout = queue_timeout
+        self.deadline_reason = deadline_reason
         self._fired = False
         self._queued = False
 
@@ -139,6 +143,7 @@ class PathwaysJobTrigger(BaseTrigger):
                 "deadline": self.deadline,
                 "outage_tolerance": self.outage_tolerance,
                 "queue_timeout": self.queue_timeout,
+                "deadline_reason": self.deadline_reason,
             },
         )
 
@@ -194,7 +199,11 @@ class PathwaysJobTrigger(BaseTrigger):
                 done, _ = await asyncio.wait({pending}, timeout=wait)
                 if not done:
                     if self.deadline is not None and time.time() >= self.deadline:
-                        return {"status": "timeout", "message": "the wait timed out"}
+                        return {
+                            "status": "timeout",
+                            "message": "the wait timed out",
+                            "reason": self.deadline_reason,
+                        }
                     if status is not None and self._queue_left(status) == 0:
                         return {"status": "queue_timeout", "job": status.to_dict()}
                     if status is not None:

@@ -30,3 +30,24 @@ def test_ready_operator_and_sensors_report_readiness_and_the_proxy_address(kube:
     jobs = kube.request("GET", "/apis/pathways-job.pathways.domain/v1/namespaces/ready/pathwaysjobs")["items"]
     assert [j["metadata"]["name"] for j in jobs] == [name]
     kube.request("DELETE", f"/apis/pathways-job.pathways.domain/v1/namespaces/ready/pathwaysjobs/{name}")
+
+
+def test_a_preempted_job_fails_the_sensor_as_a_preemption(kube: Any) -> None:
+    from airflow_provider_pathways.failures import PathwaysPreempted
+    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+    from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
+    from tests.gke import CONN, new_spec, wait_for
+
+    namespace = "sensor-preempted"
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    spec = new_spec(namespace, headless=True, max_ready_slices=1)
+    hook.create_job(spec.to_pathwaysjob(), namespace)
+    wait_for(lambda: hook.get_status(spec.name, namespace).slices_ready >= 1, what="a slice to come up")
+    kube.action(namespace, spec.name, "preempt-slice", slice=0)
+    wait_for(lambda: hook.get_status(spec.name, namespace).terminal, what="the job to fail", timeout=30)
+    sensor = PathwaysJobReadySensor(
+        task_id="ready", job_name=spec.name, namespace=namespace, kubernetes_conn_id=CONN, min_slices=2
+    )
+    with pytest.raises(PathwaysPreempted, match="will never be ready"):
+        sensor.poke({})  # type: ignore[arg-type]
+    hook.delete_job(spec.name, namespace)
