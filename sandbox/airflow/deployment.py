@@ -42,9 +42,9 @@ class AirflowDeploymentError(RuntimeError):
 class Timings:
     """Intervals of the deployment, in seconds."""
 
-    task_heartbeat_timeout: int = 15
+    task_heartbeat_timeout: int = 20
     task_heartbeat_detection: float = 2.0
-    worker_heartbeat: int = 2
+    worker_heartbeat: int = 3
     scheduler_heartbeat: int = 2
     triggerer_heartbeat: int = 1
     triggerer_health_threshold: int = 10
@@ -95,6 +95,19 @@ class Component:
         with contextlib.suppress(psutil.Error):
             return psutil.Process(self.pid).children(recursive=True)
         return []
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the process and the processes it started (finished ones included
+        once their parent has reaped them)."""
+        total = 0.0
+        if self.pid is None or not self.alive():
+            return total
+        with contextlib.suppress(psutil.Error):
+            for proc in [psutil.Process(self.pid), *self.descendants()]:
+                with contextlib.suppress(psutil.Error):
+                    t = proc.cpu_times()
+                    total += t.user + t.system + t.children_user + t.children_system
+        return total
 
     def kill(self) -> None:
         """SIGKILL the process and everything it started, at once (a machine that dies)."""
@@ -428,6 +441,10 @@ class AirflowDeployment:
     def _alive_triggerer_ids(self) -> list[int]:
         jobs = self.api.get("jobs", job_type="TriggererJob", is_alive=True, limit=100)["jobs"]
         return [int(j["id"]) for j in jobs]
+
+    def cpu_report(self) -> dict[str, float]:
+        """CPU seconds per running component (with its workers, task and trigger processes)."""
+        return {name: round(c.cpu_seconds(), 1) for name, c in self.components.items() if c.alive()}
 
     def tails(self, lines: int = 30) -> str:
         """The last lines of every component's log (and PostgreSQL's)."""

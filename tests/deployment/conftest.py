@@ -9,6 +9,7 @@ the outage scenarios close (``gke_gated``, ``slurm_rest_gated``, ``slurm_ssh_gat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -80,6 +81,15 @@ def _outcomes(value: Any) -> list[TaskOutcome]:
     return []
 
 
+def _cpu(pid: int) -> float:
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        times = psutil.Process(pid).cpu_times()
+        return round(times.user + times.system, 1)
+    return 0.0
+
+
 def _gated_kubeconfig(standin: Any, gate: Gate, path: Path) -> Path:
     config = yaml.safe_load(Path(standin.kubeconfig).read_text())
     for cluster in config["clusters"]:
@@ -148,6 +158,12 @@ def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
         airflow = Airflow(deployment)
         cleanups.append(airflow.close)
         yield Stage(airflow=airflow, kube=kube, slurm=slurm, gates=gates)
+        if os.environ.get("PATHWAYS_DEPLOYMENT_CPU_REPORT") == "1":
+            snapshots = airflow._snapshots
+            print(
+                f"\nCPU seconds: {deployment.cpu_report()}, kube stand-in: {_cpu(standin.pid)}, "
+                f"task instance reads: {snapshots.calls} taking {snapshots.call_seconds:.0f}s"
+            )
     finally:
         errors = []
         for cleanup in reversed(cleanups):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -79,6 +80,8 @@ class _Snapshots:
         self.runs: dict[RunRef, dict[str, Any]] = {}
         self.tis: dict[RunRef, list[dict[str, Any]]] = {}
         self.version = 0
+        self.calls = 0
+        self.call_seconds = 0.0
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="airflow-snapshots", daemon=True)
@@ -94,8 +97,11 @@ class _Snapshots:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            started = time.monotonic()
             with contextlib.suppress(Exception):
                 self._refresh()
+            self.calls += 1
+            self.call_seconds += time.monotonic() - started
             self._stop.wait(self.interval)
 
     def _refresh(self) -> None:
@@ -148,12 +154,15 @@ class _Snapshots:
 class Airflow:
     """Trigger runs, wait for them, read task instances, XComs and logs, and break things on purpose."""
 
-    def __init__(self, deployment: AirflowDeployment, poll_interval: float = 0.5) -> None:
+    def __init__(self, deployment: AirflowDeployment, poll_interval: float = 1.0) -> None:
         self.deployment = deployment
         self.api = deployment.api
         self._snapshots = _Snapshots(self, poll_interval)
         self._triggerer_lock = threading.Lock()
         self.killed_triggerer_jobs: set[int] = set()
+        self._scan_lock = threading.Lock()
+        self._scan: set[str] = set()
+        self._scan_time = 0.0
 
     def close(self) -> None:
         self._snapshots.stop()
@@ -300,18 +309,28 @@ class Airflow:
 
     def wait_workers_done(self, ti_ids: list[str], timeout: float = 180) -> None:
         """Wait until no process works on these task instances and the scheduler looped twice since."""
-
-        def busy() -> list[str]:
-            found = []
-            for proc in psutil.process_iter(["cmdline"]):
-                line = " ".join(proc.info.get("cmdline") or [])
-                found.extend(t for t in ti_ids if t in line)
-            return found
-
+        wanted = set(ti_ids)
         wait_for(
-            lambda: not busy(), "the workers to finish with the deferred tries", timeout, 0.3, describe=busy
+            lambda: not (wanted & self._busy_task_instances()),
+            "the workers to finish with the deferred tries",
+            timeout,
+            0.5,
+            describe=lambda: sorted(wanted & self._busy_task_instances()),
         )
         self.wait_scheduler_loops(time.time(), loops=2, timeout=timeout)
+
+    def _busy_task_instances(self) -> set[str]:
+        """Task instance ids in the titles of running processes (an executor worker shows the id of
+        the task instance it runs); one scan of the process table per second at most."""
+        with self._scan_lock:
+            if time.monotonic() - self._scan_time > 1.0:
+                titles = set()
+                for proc in psutil.process_iter(["cmdline"]):
+                    line = " ".join(proc.info.get("cmdline") or [])
+                    if "LocalExecutor:" in line:
+                        titles.add(line.rsplit(":", 1)[1].strip())
+                self._scan, self._scan_time = titles, time.monotonic()
+            return set(self._scan)
 
     def wait_scheduler_loops(self, since: float, loops: int, timeout: float = 60) -> None:
         """Wait until the scheduler heartbeated ``loops`` times after ``since`` (at most once a loop)."""
@@ -374,12 +393,13 @@ class Airflow:
         run_id: str,
         task_id: str,
         try_number: int,
-        text: str,
+        text: str | re.Pattern[str],
         timeout: float,
         map_index: int = -1,
     ) -> str:
-        """Wait until ``text`` is in the log of try ``try_number``; returns the log. Gives up (returning
-        the log without it) once the run has finished, so that the caller can judge the outcome."""
+        """Wait until ``text`` (a string or a pattern) is in the log of try ``try_number``; returns the
+        log. Gives up (returning the log without it) once the run has finished, so that the caller can
+        judge the outcome."""
         seen: list[str] = [""]
 
         def check() -> bool:
@@ -387,7 +407,8 @@ class Airflow:
                 seen[0] = self.task_log(dag_id, run_id, task_id, try_number, map_index)
             except AirflowApiError:
                 return False
-            return text in seen[0] or self.run_finished(dag_id, run_id)
+            found = text.search(seen[0]) if isinstance(text, re.Pattern) else text in seen[0]
+            return bool(found) or self.run_finished(dag_id, run_id)
 
         wait_for(
             check,

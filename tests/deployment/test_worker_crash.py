@@ -7,6 +7,7 @@ worker is alive at all.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -18,7 +19,8 @@ from tests.deployment.steps import WAIT, gke_end_program, gke_waiting, namespace
 PLATFORMS = ("gke", "slurm_rest", "slurm_ssh")
 OUTCOMES = ("success", "fail", "preempt")
 RUN_TIMEOUT = 300
-REATTACHED = "Reconnecting to existing job"
+# the SDK's ResumableJobMixin says "Reconnecting to existing job"; an operator may say it its own way
+REATTACHED = re.compile(r"Reconnecting to existing job|Reattaching to ")
 
 
 def dag_for(platform: str, kind: str) -> str:
@@ -141,7 +143,7 @@ def crash_then(stage: Stage, name: str, platform: str, outcome: str) -> TaskOutc
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_retry_reattaches_and_the_job_succeeds(seen: TaskOutcome, platform: str) -> None:
     assert (seen.state, seen.try_number) == ("success", 2)
-    assert REATTACHED in seen.log(2)
+    assert REATTACHED.search(seen.log(2))
     assert len(seen.extra["jobs"]) == 1 and seen.extra["program_runs"] == 1  # no second job
     log = seen.log(2)
     assert "Program finished successfully" in log  # the program's log tail
@@ -161,7 +163,7 @@ def test_retry_reattaches_and_the_failing_job_fails_the_task_without_a_rerun(
     seen: TaskOutcome, platform: str
 ) -> None:
     assert (seen.state, seen.try_number) == ("failed", 2)  # retries=2, but a failing program is final
-    assert REATTACHED in seen.log(2)
+    assert REATTACHED.search(seen.log(2))
     assert "exit code 3" in seen.log(2)
     assert len(seen.extra["jobs"]) == 1 and seen.extra["program_runs"] == 1  # the job was not rerun
     assert not seen.extra["leftovers"]
@@ -173,7 +175,7 @@ def test_retry_reattaches_then_a_preemption_is_retried_with_a_fresh_job(
     seen: TaskOutcome, platform: str
 ) -> None:
     assert (seen.state, seen.try_number) == ("success", 3)
-    assert REATTACHED in seen.log(2)
+    assert REATTACHED.search(seen.log(2))
     assert "preemption, retrying with backoff" in seen.log(2)
     assert len(seen.extra["jobs"]) == 2 and seen.extra["program_runs"] == 2  # one fresh job, once
     assert not seen.extra["leftovers"]

@@ -56,7 +56,7 @@ def dag(dag_id: str, **kwargs: Any) -> DAG:
 def train(dag_id: str, *, conn: str = "gke_sandbox", **kwargs: Any) -> PathwaysJobOperator:
     kwargs.setdefault("retry_policy", FAST_RETRY)
     kwargs.setdefault("retry_delay", timedelta(seconds=1))
-    kwargs.setdefault("poll_interval", 1)
+    kwargs.setdefault("poll_interval", 2)
     return PathwaysJobOperator(
         task_id="train", job=spec(), namespace=namespace(dag_id), kubernetes_conn_id=conn, **kwargs
     )

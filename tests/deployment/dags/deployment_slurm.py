@@ -55,7 +55,7 @@ def dag(dag_id: str) -> DAG:
 def workload(transport: str, *, gate: bool = False, **kwargs: Any) -> SlurmJobOperator:
     kwargs.setdefault("retry_policy", FAST_RETRY)
     kwargs.setdefault("retry_delay", timedelta(seconds=1))
-    kwargs.setdefault("poll_interval", 1)
+    kwargs.setdefault("poll_interval", 2)
     kwargs.setdefault("partition", "high")
     return SlurmJobOperator(
         task_id="train",
@@ -72,7 +72,7 @@ def workload(transport: str, *, gate: bool = False, **kwargs: Any) -> SlurmJobOp
 def service(transport: str, **kwargs: Any) -> PathwaysSlurmServiceOperator:
     """The Pathways service. It writes ``cluster.env`` to ``<dag_id>.written.env``; the task waits
     for ``<dag_id>.env``, which the test puts in place (a copy) when the service may become ready."""
-    kwargs.setdefault("poll_interval", 1)
+    kwargs.setdefault("poll_interval", 2)
     return PathwaysSlurmServiceOperator(
         task_id="service",
         slurm_conn_id=f"slurm_{transport}",
