@@ -7,6 +7,7 @@ import contextlib
 import functools
 import json
 import time
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -390,9 +391,17 @@ class PathwaysJobHook(KubernetesHook):
 
     @contextlib.asynccontextmanager
     async def a_client(self) -> AsyncIterator[async_client.ApiClient]:
-        """An async API client on the hook's connection."""
-        async with self.async_hook.get_conn() as api_client:
-            yield api_client
+        """An async API client on the hook's connection, shared by every hook of this event loop
+        with the same connection settings (a triggerer runs hundreds of triggers: one client, one
+        TLS context and one connection pool serve them all); closed when its last user is done."""
+        loop = asyncio.get_running_loop()
+        key = (self.conn_id, self.cluster_context, self.config_file, self.in_cluster)
+        pool = _SHARED_CLIENTS.setdefault(loop, _ClientPool())
+        shared = await pool.acquire(key, self.async_hook)
+        try:
+            yield shared.client
+        finally:
+            await pool.release(key, shared)
 
     async def a_get_object(
         self, resource: CustomResource, name: str, namespace: str, api_client: async_client.ApiClient
@@ -618,6 +627,48 @@ class PathwaysJobHook(KubernetesHook):
                         self.log.info("The Kubernetes API server answers again after %.0fs", lasted)
             finally:
                 watch.close_streams()
+
+
+@dataclass
+class _SharedClient:
+    client: async_client.ApiClient
+    closer: contextlib.AsyncExitStack
+    users: int = 0
+
+
+class _ClientPool:
+    """The shared async API clients of one event loop, by connection settings, counted by users."""
+
+    def __init__(self) -> None:
+        self.clients: dict[tuple[Any, ...], _SharedClient] = {}
+        self.lock = asyncio.Lock()
+
+    async def acquire(self, key: tuple[Any, ...], hook: AsyncKubernetesHook) -> _SharedClient:
+        async with self.lock:
+            shared = self.clients.get(key)
+            if shared is None:
+                if hook.client_configuration is None:
+                    hook.client_configuration = async_client.Configuration()
+                # Every trigger holds a watch open: the shared pool must not cap connections.
+                hook.client_configuration.connection_pool_maxsize = 0
+                closer = contextlib.AsyncExitStack()
+                client = await closer.enter_async_context(hook.get_conn())
+                shared = self.clients[key] = _SharedClient(client, closer)
+            shared.users += 1
+            return shared
+
+    async def release(self, key: tuple[Any, ...], shared: _SharedClient) -> None:
+        async with self.lock:
+            shared.users -= 1
+            if shared.users > 0 or self.clients.get(key) is not shared:
+                return
+            del self.clients[key]
+        await shared.closer.aclose()
+
+
+_SHARED_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _ClientPool] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class _WatchExpired(Exception):
