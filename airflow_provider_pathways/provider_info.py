@@ -6,22 +6,208 @@ from typing import Any
 
 from airflow_provider_pathways import __version__
 
-_STRING = {"type": ["string", "null"]}
-_BOOLEAN = {"type": ["boolean", "null"]}
+# The public documentation of this provider (``[project.urls] Documentation`` in pyproject.toml says
+# the same; Airflow's Providers page links the package name to that one).
+DOCUMENTATION_URL = "https://airflow-provider-pathways.readthedocs.io/en/stable/"
+
+
+def _string(label: str, description: str, **schema: Any) -> dict[str, Any]:
+    return {"label": label, "schema": {"type": ["string", "null"], **schema}, "description": description}
+
+
+def _secret(label: str, description: str) -> dict[str, Any]:
+    return _string(label, description, format="password")
+
+
+def _boolean(label: str, description: str, default: bool) -> dict[str, Any]:
+    # The default is the hook's: the switch shows what an unset field means.
+    return {
+        "label": label,
+        "schema": {"type": ["boolean", "null"], "default": default},
+        "description": description,
+    }
+
+
+def _number(
+    label: str, description: str, default: float | None = None, kind: str = "number"
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": [kind, "null"]}
+    if default is not None:
+        schema["default"] = default
+    return {"label": label, "schema": schema, "description": description}
+
+
+def _gke_fields() -> dict[str, Any]:
+    """Extra fields of the Pathways-on-GKE connection: those of the cncf-kubernetes connection."""
+    how = "Use one of in-cluster, kube config path or kube config; with none, ~/.kube/config is used."
+    return {
+        "in_cluster": _boolean(
+            "In cluster configuration",
+            "Use the service account of the pod Airflow runs in (Airflow on the same cluster). " + how,
+            False,
+        ),
+        "kube_config_path": _string(
+            "Kube config path",
+            "Path of a kubeconfig file on the Airflow workers and triggerer, "
+            "e.g. one written by gcloud container clusters get-credentials. " + how,
+        ),
+        "kube_config": _secret(
+            "Kube config (JSON format)",
+            "The kubeconfig itself, as JSON text (kept secret). " + how,
+        ),
+        "namespace": _string(
+            "Namespace",
+            "Namespace of the Pathways jobs when the task gives none and the spec has none; empty: default.",
+        ),
+        "cluster_context": _string(
+            "Cluster context",
+            "Context of the kubeconfig to use; empty: its current context.",
+        ),
+        "disable_verify_ssl": _boolean(
+            "Disable SSL",
+            "Do not verify the API server's certificate. Only for test clusters.",
+            False,
+        ),
+        "gcp_project": _string(
+            "GCP project (for console links)",
+            "Project of the GKE cluster: with the cluster name and location, tasks get GKE Workload "
+            "and Cloud Logging links.",
+        ),
+        "gke_cluster": _string(
+            "GKE cluster name (for console links)",
+            "Name of the GKE cluster, for the GKE Workload and Cloud Logging links.",
+        ),
+        "gke_location": _string(
+            "GKE cluster location (for console links)",
+            "Region or zone of the GKE cluster, e.g. us-east5, for the console links.",
+        ),
+    }
+
+
+def _slurm_fields() -> dict[str, Any]:
+    """Extra fields of the Pathways-on-Slurm connection, as ``SlurmSettings.from_connection`` reads them."""
+    from airflow_provider_pathways.slurm_job import SUPPORTED_API_VERSIONS
+
+    versions = sorted(SUPPORTED_API_VERSIONS, key=lambda v: tuple(int(n) for n in v[1:].split(".")))
+    return {
+        "transport": {
+            "label": "Transport",
+            "schema": {
+                "type": "string",
+                "enum": ["rest", "ssh"],
+                "default": "rest",
+                "values_display": {"rest": "REST (slurmrestd)", "ssh": "SSH (login node)"},
+            },
+            "description": "REST: slurmrestd with a JWT. SSH: sbatch/scontrol/scancel on a login node, "
+            "files over SFTP.",
+        },
+        "api_version": {
+            "label": "slurmrestd API version (REST)",
+            "schema": {
+                "type": ["string", "null"],
+                "enum": ["auto", *versions],
+                "default": "auto",
+                "values_display": {"auto": "auto (detect)"},
+            },
+            "description": f"auto asks the server which versions it offers and uses the newest this "
+            f"provider knows ({versions[0]} to {versions[-1]}); pick one to pin it.",
+        },
+        "scheme": {
+            "label": "Scheme (REST)",
+            "schema": {
+                "type": ["string", "null"],
+                "enum": [None, "http", "https"],
+                "default": None,
+                "values_display": {"null": "from the host and port", "http": "http", "https": "https"},
+            },
+            "description": "Empty: https when the host starts with https:// or the port is 443, else http. "
+            "https here, or an https:// host, always means TLS: an http choice never turns it off.",
+        },
+        "verify_ssl": _boolean(
+            "Verify the TLS certificate (REST)",
+            "Check slurmrestd's certificate when the scheme is https. Only turn off for test clusters.",
+            True,
+        ),
+        "token_file": _string(
+            "JWT token file (REST)",
+            "Read the JWT from this file on the Airflow workers (re-read every 5 minutes) instead of the "
+            "password field.",
+        ),
+        "shared_fs": _boolean(
+            "Job files are on this machine's filesystem (REST)",
+            "On (default): job output and cluster.env are read from this machine's filesystem, which "
+            "shares the cluster's paths. An SSH host for file access, when set, is used instead. "
+            "Off without an SSH host: no file access (log tails and the cluster.env sensor fail).",
+            True,
+        ),
+        "ssh_host": _string(
+            "SSH host for file access (REST)",
+            "Read job files over SFTP from this host (a login node) while submitting through slurmrestd; "
+            "it uses the SSH key, known_hosts and host key checking fields below.",
+        ),
+        "ssh_port": _number(
+            "SSH port for file access (REST)", "Port of that SSH host; empty: 22.", kind="integer"
+        ),
+        "private_key": _secret(
+            "SSH private key (PEM text)",
+            "The private key itself (kept secret), for the SSH transport or the SSH host for file "
+            "access. Its line breaks must survive: paste it into Extra Fields JSON as one string with "
+            "\\n, or use the key file field.",
+        ),
+        "key_file": _string(
+            "SSH private key file",
+            "Path of the private key on the Airflow workers and triggerer (instead of the PEM text).",
+        ),
+        "private_key_passphrase": _secret(
+            "SSH private key passphrase", "Passphrase of an encrypted private key (kept secret)."
+        ),
+        "known_hosts": _string(
+            "SSH known_hosts (text or path)",
+            "Host keys the SSH server must match: known_hosts lines (as ssh-keyscan prints them) or the "
+            "path of such a file; empty: ~/.ssh/known_hosts.",
+            format="multiline",
+        ),
+        "strict_host_key_checking": _boolean(
+            "Strict SSH host key checking",
+            "On (default): an unknown or changed host key refuses the connection. Only turn off on "
+            "purpose: any host key is then accepted.",
+            True,
+        ),
+        "slurm_bin_dir": _string(
+            "Directory of the Slurm commands (SSH)",
+            "Where sbatch, scontrol and scancel are when they are not on the SSH session's PATH, "
+            "e.g. /opt/slurm/bin.",
+        ),
+        "connect_timeout": _number(
+            "Connect timeout (s)", "Seconds to wait for slurmrestd or sshd to accept a connection.", 15
+        ),
+        "request_timeout": _number(
+            "REST request timeout (s)", "Seconds to wait for one slurmrestd answer.", 60
+        ),
+        "command_timeout": _number(
+            "SSH command timeout (s)", "Seconds to wait for one sbatch/scontrol/scancel over SSH.", 120
+        ),
+    }
 
 
 def get_provider_info() -> dict[str, Any]:
-    """Describe the provider: modules, connection forms and extra links."""
+    """Describe the provider: modules, connection forms, extra links and where its documentation is."""
     return {
         "package-name": "airflow-provider-pathways",
         "name": "Pathways",
         "description": "Run Google Pathways workloads (multi-slice JAX on TPUs) on GKE and Slurm, "
         "and clean up their compilation caches.",
         "versions": [__version__],
+        "documentation-url": DOCUMENTATION_URL,
         "integrations": [
             {
                 "integration-name": "Pathways",
                 "external-doc-url": "https://cloud.google.com/ai-hypercomputer/docs/workloads/pathways-on-cloud/pathways-intro",
+                "how-to-guide": [
+                    DOCUMENTATION_URL + "operators/gke.html",
+                    DOCUMENTATION_URL + "operators/slurm.html",
+                    DOCUMENTATION_URL + "operators/cache.html",
+                ],
                 "tags": ["gcp"],
             }
         ],
@@ -68,20 +254,7 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": "airflow_provider_pathways.hooks.kubernetes.PathwaysJobHook",
                 "hook-name": "Pathways on GKE",
                 "connection-type": "pathways_gke",
-                "conn-fields": {
-                    "in_cluster": {"label": "In cluster configuration", "schema": _BOOLEAN},
-                    "kube_config_path": {"label": "Kube config path", "schema": _STRING},
-                    "kube_config": {
-                        "label": "Kube config (JSON format)",
-                        "schema": {"type": ["string", "null"], "format": "password"},
-                    },
-                    "namespace": {"label": "Namespace", "schema": _STRING},
-                    "cluster_context": {"label": "Cluster context", "schema": _STRING},
-                    "disable_verify_ssl": {"label": "Disable SSL", "schema": _BOOLEAN},
-                    "gcp_project": {"label": "GCP project (for console links)", "schema": _STRING},
-                    "gke_cluster": {"label": "GKE cluster name (for console links)", "schema": _STRING},
-                    "gke_location": {"label": "GKE cluster location (for console links)", "schema": _STRING},
-                },
+                "conn-fields": _gke_fields(),
                 "ui-field-behaviour": {
                     "hidden-fields": ["host", "schema", "login", "password", "port", "extra"],
                     "relabeling": {},
@@ -91,84 +264,7 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": "airflow_provider_pathways.hooks.slurm.SlurmHook",
                 "hook-name": "Pathways on Slurm",
                 "connection-type": "pathways_slurm",
-                "conn-fields": {
-                    "transport": {
-                        "label": "Transport",
-                        "schema": {"type": "string", "enum": ["rest", "ssh"], "default": "rest"},
-                        "description": "rest: slurmrestd with a JWT; ssh: sbatch/scontrol/scancel on a login "
-                        "node, files over SFTP.",
-                    },
-                    "api_version": {
-                        "label": "slurmrestd API version (REST)",
-                        "schema": {"type": ["string", "null"], "default": "auto"},
-                        "description": "auto (detect) or one of v0.0.38 to v0.0.44.",
-                    },
-                    "scheme": {
-                        "label": "Scheme (REST)",
-                        "schema": {"type": ["string", "null"], "default": "http"},
-                    },
-                    "verify_ssl": {
-                        "label": "Verify the TLS certificate (REST)",
-                        "schema": {"type": ["boolean", "null"], "default": True},
-                    },
-                    "token_file": {
-                        "label": "JWT token file (REST)",
-                        "schema": _STRING,
-                        "description": "Read the JWT from this file (re-read every 5 minutes) instead of the "
-                        "password field.",
-                    },
-                    "shared_fs": {
-                        "label": "Job files are on this machine's filesystem (REST)",
-                        "schema": _BOOLEAN,
-                        "description": "Default for REST without ssh_host: read job files locally.",
-                    },
-                    "ssh_host": {
-                        "label": "SSH host for file access (REST)",
-                        "schema": _STRING,
-                        "description": "Read job files over SFTP from this host while submitting through "
-                        "slurmrestd.",
-                    },
-                    "ssh_port": {
-                        "label": "SSH port for file access (REST)",
-                        "schema": {"type": ["integer", "null"]},
-                    },
-                    "private_key": {
-                        "label": "SSH private key (PEM text)",
-                        "schema": {"type": ["string", "null"], "format": "password"},
-                    },
-                    "key_file": {"label": "SSH private key file", "schema": _STRING},
-                    "private_key_passphrase": {
-                        "label": "SSH private key passphrase",
-                        "schema": {"type": ["string", "null"], "format": "password"},
-                    },
-                    "known_hosts": {
-                        "label": "SSH known_hosts (text or path)",
-                        "schema": _STRING,
-                        "description": "Host keys the SSH server must match; default ~/.ssh/known_hosts.",
-                    },
-                    "strict_host_key_checking": {
-                        "label": "Strict SSH host key checking",
-                        "schema": {"type": ["boolean", "null"], "default": True},
-                        "description": "Only turn off on purpose: an unknown host key is then accepted.",
-                    },
-                    "slurm_bin_dir": {
-                        "label": "Directory of the Slurm commands (SSH)",
-                        "schema": _STRING,
-                        "description": "When sbatch/scontrol/scancel are not on the SSH session's PATH.",
-                    },
-                    "connect_timeout": {
-                        "label": "Connect timeout (s)",
-                        "schema": {"type": ["number", "null"], "default": 15},
-                    },
-                    "request_timeout": {
-                        "label": "REST request timeout (s)",
-                        "schema": {"type": ["number", "null"], "default": 60},
-                    },
-                    "command_timeout": {
-                        "label": "SSH command timeout (s)",
-                        "schema": {"type": ["number", "null"], "default": 120},
-                    },
-                },
+                "conn-fields": _slurm_fields(),
                 "ui-field-behaviour": {
                     "hidden-fields": ["schema"],
                     "relabeling": {
@@ -176,10 +272,10 @@ def get_provider_info() -> dict[str, Any]:
                         "password": "JWT (REST) or SSH password (optional)",
                     },
                     "placeholders": {
-                        "host": "slurm-login.example.com",
-                        "port": "6820 for REST, 22 for SSH",
-                        "login": "pathways",
-                        "password": "REST: output of `scontrol token username=<user>`",
+                        "host": "slurm.example.com, or https://slurm.example.com for TLS",
+                        "port": "REST: 6820 (443 with https), SSH: 22",
+                        "login": "the user jobs run as, e.g. pathways",
+                        "password": "REST: the JWT, or scontrol token's SLURM_JWT=... line as it is",
                         "extra": '{"transport": "rest"}',
                     },
                 },

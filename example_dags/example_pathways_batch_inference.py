@@ -29,14 +29,18 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["pathways", "gke"],
+    doc_md=__doc__,
 ) as dag:
+    # [START howto_operator_pathways_job_headless]
     start = PathwaysJobOperator(
         task_id="start_pathways",
         job=PathwaysJobSpec.from_tpu_type("v5litepod-16", num_slices=4, pathways_dir=SCRATCH),
         wait_until="created",
         delete_on=("failure", "kill"),
     )
+    # [END howto_operator_pathways_job_headless]
 
+    # [START howto_sensor_pathways_job_ready]
     ready = PathwaysJobReadySensor(
         task_id="wait_for_slices",
         job_name="{{ ti.xcom_pull(task_ids='start_pathways', key='name') }}",
@@ -45,7 +49,9 @@ with DAG(
         deferrable=True,
         timeout=3600,
     )
+    # [END howto_sensor_pathways_job_ready]
 
+    # [START howto_pathways_proxy_client]
     @task
     def run_inference(proxy_address: str, shard: int) -> dict[str, object]:
         """Stand-in for a client task: a real one sets JAX_BACKEND_TARGET and runs the model."""
@@ -54,12 +60,15 @@ with DAG(
         return {"shard": shard, "backend": proxy_address}
 
     results = run_inference.partial(proxy_address=ready.output).expand(shard=[0, 1])
+    # [END howto_pathways_proxy_client]
 
+    # [START howto_operator_delete_pathways_job]
     delete = DeletePathwaysJobOperator(
         task_id="delete_pathways",
         job_name="{{ ti.xcom_pull(task_ids='start_pathways', key='name') }}",
         namespace="{{ ti.xcom_pull(task_ids='start_pathways', key='namespace') }}",
     )
+    # [END howto_operator_delete_pathways_job]
 
     cleanup = CleanupCompilationCacheOperator(
         task_id="cleanup_compilation_cache",
@@ -67,4 +76,6 @@ with DAG(
         older_than="7d",
     )
 
+    # [START howto_pathways_teardowns]
     start >> ready >> results >> delete.as_teardown(setups=start) >> cleanup.as_teardown(setups=start)
+    # [END howto_pathways_teardowns]

@@ -16,7 +16,7 @@ The connection and the paths on the cluster are DAG params, so one DAG serves se
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Param
 
 from airflow_provider_pathways.operators.gcs import CleanupCompilationCacheOperator
 from airflow_provider_pathways.operators.slurm import (
@@ -34,14 +34,38 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     params={
-        "slurm_conn_id": "pathways_slurm_default",
-        "scripts_dir": "/opt/pathways",
-        "workload_script": "run_maxtext.sh",
-        "gcs_bucket": "my-pathways-bucket",
+        "slurm_conn_id": Param(
+            "pathways_slurm_default",
+            type="string",
+            title="Slurm connection",
+            description="Id of a Pathways on Slurm connection (REST or SSH) to the cluster.",
+        ),
+        "scripts_dir": Param(
+            "/opt/pathways",
+            type="string",
+            title="Scripts directory",
+            description="Directory on the cluster that holds start_pathways.sh and the workload script.",
+        ),
+        "workload_script": Param(
+            "run_maxtext.sh",
+            type="string",
+            title="Workload script",
+            description="Batch script of the training workload, in the scripts directory; it reads "
+            "cluster.env.",
+        ),
+        "gcs_bucket": Param(
+            "my-pathways-bucket",
+            type="string",
+            title="GCS bucket",
+            description="Bucket name (without gs://) of the Pathways scratch location "
+            "gs://<bucket>/pathways-scratch/shared.",
+        ),
     },
     render_template_as_native_obj=True,
     tags=["pathways", "slurm"],
+    doc_md=__doc__,
 ) as dag:
+    # [START howto_operator_pathways_slurm_service]
     service = PathwaysSlurmServiceOperator(
         task_id="start_pathways",
         slurm_conn_id="{{ params.slurm_conn_id }}",
@@ -53,7 +77,9 @@ with DAG(
         job_name="pathways-service",
         wait_for_ready=False,
     )
+    # [END howto_operator_pathways_slurm_service]
 
+    # [START howto_sensor_pathways_cluster_env]
     ready = PathwaysClusterEnvSensor(
         task_id="wait_for_pathways",
         slurm_conn_id="{{ params.slurm_conn_id }}",
@@ -63,7 +89,9 @@ with DAG(
         poke_interval=3,
         timeout=1800,
     )
+    # [END howto_sensor_pathways_cluster_env]
 
+    # [START howto_operator_slurm_job]
     train = SlurmJobOperator(
         task_id="train",
         slurm_conn_id="{{ params.slurm_conn_id }}",
@@ -76,18 +104,25 @@ with DAG(
         poll_interval=2,
         retries=2,
     )
+    # [END howto_operator_slurm_job]
 
+    # [START howto_operator_cancel_slurm_job]
     stop = CancelSlurmJobOperator(
         task_id="stop_pathways",
         slurm_conn_id="{{ params.slurm_conn_id }}",
         job_ids=SERVICE_JOB_ID,
     )
+    # [END howto_operator_cancel_slurm_job]
 
+    # [START howto_operator_cleanup_compilation_cache_bucket]
     # The scripts run Pathways with --enable_gcs_olm=false: nothing else deletes old cache entries.
     cleanup = CleanupCompilationCacheOperator(
         task_id="cleanup_compilation_cache",
         bucket="{{ params.gcs_bucket }}",
         older_than="7d",
     )
+    # [END howto_operator_cleanup_compilation_cache_bucket]
 
+    # [START howto_pathways_slurm_chain]
     service >> ready >> train >> stop.as_teardown(setups=service) >> cleanup.as_teardown(setups=service)
+    # [END howto_pathways_slurm_chain]

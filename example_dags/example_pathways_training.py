@@ -21,6 +21,7 @@ from airflow_provider_pathways.spec import PathwaysJobSpec
 
 SCRATCH = os.environ.get("PATHWAYS_EXAMPLE_SCRATCH", "gs://my-pathways-bucket/pathways-scratch/train")
 
+# [START howto_pathways_trainer_template]
 TRAINER = {
     "spec": {
         "containers": [
@@ -37,6 +38,7 @@ TRAINER = {
         ]
     }
 }
+# [END howto_pathways_trainer_template]
 
 with DAG(
     dag_id="example_pathways_training",
@@ -45,7 +47,9 @@ with DAG(
     catchup=False,
     default_args={"retries": 3, "retry_delay": timedelta(minutes=2)},
     tags=["pathways", "gke"],
+    doc_md=__doc__,
 ) as dag:
+    # [START howto_operator_pathways_job]
     train = PathwaysJobOperator(
         task_id="train",
         job=PathwaysJobSpec.from_tpu_type(
@@ -59,7 +63,9 @@ with DAG(
         deferrable=True,
         retry_policy=PathwaysRetryPolicy(base_delay=timedelta(minutes=2)),
     )
+    # [END howto_operator_pathways_job]
 
+    # [START howto_operator_cleanup_compilation_cache_teardown]
     # Pathways runs with --enable_gcs_olm=false: drop cache entries unused for a week.
     cleanup = CleanupCompilationCacheOperator(
         task_id="cleanup_compilation_cache",
@@ -67,3 +73,4 @@ with DAG(
         older_than="7d",
     )
     train >> cleanup.as_teardown(setups=train)
+    # [END howto_operator_cleanup_compilation_cache_teardown]

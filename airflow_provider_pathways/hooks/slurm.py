@@ -142,10 +142,13 @@ class SlurmSettings:
             raise fail("extra 'transport' must be 'rest' or 'ssh'")
         host = (conn.host or "").strip()
         scheme = str(extra.get("scheme") or "").strip().lower() or None
+        host_scheme = None
         if "://" in host:
-            scheme_part, _, host = host.partition("://")
-            scheme = scheme or scheme_part.lower()
+            host_scheme, _, host = host.partition("://")
+            host_scheme = host_scheme.lower()
             host = host.rstrip("/")
+            if host_scheme not in ("http", "https"):
+                raise fail("host must start with http:// or https:// when it names a scheme")
         if not host:
             raise fail("host is required")
         if scheme not in (None, "http", "https"):
@@ -170,9 +173,21 @@ class SlurmSettings:
                 raise fail(
                     f"extra 'api_version' must be 'auto' or one of v0.0.38..v0.0.44, got {api_version!r}"
                 )
+        # TLS is never lost: https from the host's prefix or from the extra wins over http from the
+        # other; with neither, port 443 means https.
+        if "https" in (host_scheme, scheme):
+            scheme = "https"
+        scheme = scheme or host_scheme or ("https" if port == 443 else "http")
         ssh_host = (str(extra.get("ssh_host") or "").strip() or None) if transport == "rest" else host
+        # REST files: an ssh_host is the file access when set; else this machine's filesystem unless
+        # shared_fs is false (the UI's switch shows the same default: on).
+        shared_fs = transport == "rest" and _bool(extra.get("shared_fs"), True, "shared_fs") and not ssh_host
         token_file = str(extra.get("token_file") or "").strip() or None
-        if transport == "rest" and not conn.password and not token_file:
+        password = conn.password or None
+        if transport == "rest" and password:
+            # ``scontrol token`` prints ``SLURM_JWT=<token>``: the line as printed is accepted.
+            password = password.strip().removeprefix("SLURM_JWT=").strip() or None
+        if transport == "rest" and not password and not token_file:
             raise fail("REST needs the JWT in password or a token_file extra")
         private_key = extra.get("private_key") or None
         key_file = str(extra.get("key_file") or "").strip() or None
@@ -184,14 +199,12 @@ class SlurmSettings:
             host=host,
             port=port,
             login=login,
-            password=conn.password or None,
+            password=password,
             api_version=api_version,
-            scheme=scheme or ("https" if port == 443 else "http"),
+            scheme=scheme,
             verify_ssl=_bool(extra.get("verify_ssl"), True, "verify_ssl"),
             token_file=token_file,
-            shared_fs=_bool(extra.get("shared_fs"), ssh_host is None, "shared_fs")
-            if transport == "rest"
-            else False,
+            shared_fs=shared_fs,
             ssh_host=ssh_host,
             ssh_port=ssh_port if transport == "rest" else port,
             private_key=private_key,
