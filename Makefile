@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STATE := .sandbox
 
-.PHONY: demo test venv lint bench sandbox-slurm sandbox-down clean
+.PHONY: demo test venv lint bench docs sandbox-slurm sandbox-ui sandbox-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +18,18 @@ venv: $(VENV)/.installed
 sandbox-slurm:
 	SANDBOX_SLURM_TAKEOVER=1 bash sandbox/slurm/up.sh
 
+# Headless Chromium from Debian's packages for the browser tests of the Airflow UI (tests/ui).
+sandbox-ui:
+	bash sandbox/ui/install.sh
+
+# The documentation site (docs/): warnings are errors.
+docs: venv
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+
 demo: venv
 	$(PY) -m sandbox.demo
 
-test: venv sandbox-slurm
+test: venv sandbox-slurm sandbox-ui docs
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -p no:cacheprovider tests
 

@@ -26,7 +26,9 @@ from airflow_provider_pathways.operators.slurm import (
 )
 from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
 
+# [START howto_slurm_service_job_id]
 SERVICE_JOB_ID = "{{ ti.xcom_pull(task_ids='start_pathways', key='job_id') }}"
+# [END howto_slurm_service_job_id]
 
 with DAG(
     dag_id="example_pathways_slurm",
