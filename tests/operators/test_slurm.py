@@ -107,7 +107,6 @@ def test_killed_workload_is_cancelled_and_a_second_cancel_is_harmless(
 def test_bad_input_fails_before_submission_naming_the_field(
     slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    before = len(squeue("-t", "all", "-o", "%i"))
     outcomes = run_dag(load_dag(DAGS, "slurm_bad_input"), params(slurm_cluster, conn))
     logs = capfd.readouterr().out
     for task_id, field in [
@@ -119,7 +118,8 @@ def test_bad_input_fails_before_submission_naming_the_field(
         assert outcomes[task_id].state == "failed", task_id
         assert outcomes[task_id].try_number == 1, task_id
         assert field in logs, task_id
-    assert len(squeue("-t", "all", "-o", "%i")) == before  # nothing was submitted
+    names = ",".join(f"slurm_bad_input.{task_id}" for task_id in outcomes)  # the operators' job names
+    assert squeue("-t", "all", "-n", names, "-o", "%i") == []  # nothing was submitted
 
 
 @pytest.mark.parametrize("conn", TRANSPORTS)
