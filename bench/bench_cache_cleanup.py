@@ -1,22 +1,25 @@
-"""Benchmark: delete stale compilation-cache objects from a GCS emulator, hook vs the serial baseline.
+"""Benchmark: delete stale compilation-cache objects from GCS emulators, this hook vs serial GCSHook.
 
-One run, one emulator (fake-gcs-server over HTTP, filesystem backend), fresh buckets seeded with
-the same stale objects for every contender:
+One run, fresh buckets seeded with the same stale objects for every contender, a baseline
+measured in the same run:
 
-- baseline: the google provider's serial approach, as ``GCSDeleteObjectsOperator`` does it:
-  ``GCSHook.list(bucket, prefix)`` then ``GCSHook.delete`` one object at a time. Run in this
-  interpreter if ``apache-airflow-providers-google`` is installed, else with ``--baseline-python``
-  (default ``.sandbox/venv-google/bin/python`` if present, a venv with the provider), else
-  reproduced with google-cloud-storage (``list_blobs`` then ``Blob.delete`` one by one, one log
-  line per object) and labelled so;
-- ``CompilationCacheHook.cleanup`` (listing streamed, deletes concurrent and conditional), with
-  its defaults, and with ``list_page_size=5000`` (real GCS answers at most 1000 per page anyway);
-- ``plan()`` then ``delete(plan)`` (two phases, timed apart).
+- baseline: what ``GCSDeleteObjectsOperator`` does with the google provider's real ``GCSHook``:
+  ``GCSHook.list(bucket, prefix)``, then ``GCSHook.delete`` one object at a time;
+- ``CompilationCacheHook.cleanup`` with its defaults (listing streamed with the next page fetched
+  ahead, deletes in JSON batch requests of 100, conditional on the listed generation), and with
+  ``batch_size=1`` (one request per object, 32 at once);
+- ``plan()`` then ``delete(plan)``, the two phases timed apart;
+- the emulator's ceiling: the same deletes with the names known (no listing), raw batch requests
+  from 8 threads, no client library.
 
-Then peak memory of a whole cleanup (tracemalloc peak and RSS growth, fresh interpreter each) for
-10,000 and 100,000 listed objects.
+Part 1 runs on fake-gcs-server (filesystem backend kept on tmpfs when ``/dev/shm`` exists, so the
+disk is not what is measured). Part 2 repeats baseline and hook on gcp-storage-emulator, the other
+emulator with JSON batch support (slow per delete: it rewrites all its metadata on every change,
+so fewer objects). Part 3: peak memory of a whole cleanup (tracemalloc and RSS, a fresh
+interpreter each) for 10,000 and 100,000 listed objects.
 
-    python bench/bench_cache_cleanup.py [--objects 10000] [--repeat 3] [--memory-sizes 10000,100000]
+    python bench/bench_cache_cleanup.py [--objects 10000] [--repeat 3] [--gse-objects 300]
+                                        [--memory-sizes 10000,100000] [--json FILE]
 """
 
 from __future__ import annotations
@@ -32,9 +35,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
+import urllib.parse
+import urllib.request
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -42,24 +50,32 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from sandbox.gcs.launcher import GcsEmulator, SeedObject, start_gcs_emulator  # noqa: E402
+from sandbox.gcs.launcher import (  # noqa: E402
+    GCP_STORAGE_EMULATOR,
+    GcsEmulator,
+    SeedObject,
+    start_gcs_emulator,
+)
 
 PREFIX = "pathways-scratch/shared"
 STALE = datetime.now(timezone.utc) - timedelta(days=30)
-DEFAULT_BASELINE_PYTHON = REPO_ROOT / ".sandbox" / "venv-google" / "bin" / "python"
+CONNECTION = "gcs_bench"
+SCRATCH_ROOT = "/dev/shm" if Path("/dev/shm").is_dir() else None
+
+
+def object_name(i: int) -> str:
+    return f"{PREFIX}/compilation_cache/default/{i:07d}.binarypb"
 
 
 def seed(emulator: GcsEmulator, count: int) -> str:
-    """A fresh bucket with ``count`` stale cache objects under the Slurm scratch location."""
+    """A fresh bucket with ``count`` cache objects under the Slurm scratch location."""
     bucket = f"bench-{uuid.uuid4().hex[:12]}"
     emulator.create_bucket(bucket)
-    emulator.seed_objects(
-        bucket,
-        (
-            SeedObject(f"{PREFIX}/compilation_cache/default/{i:07d}.binarypb", 1024, STALE)
-            for i in range(count)
-        ),
-    )
+    if emulator.flavour == GCP_STORAGE_EMULATOR:  # no on-disk seeding: upload (objects are new)
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda i: emulator.upload(bucket, object_name(i), b"x" * 1024), range(count)))
+    else:
+        emulator.seed_objects(bucket, (SeedObject(object_name(i), 1024, STALE) for i in range(count)))
     return bucket
 
 
@@ -68,30 +84,30 @@ def remaining(emulator: GcsEmulator, bucket: str) -> int:
     return len(page.get("items", []))
 
 
-# ------------------------------------------------------------------------------------------------
-# Baseline
-# ------------------------------------------------------------------------------------------------
-
-
-def baseline_google_provider(bucket: str) -> dict[str, Any]:
-    """GCSDeleteObjectsOperator's loop with the real GCSHook (needs the google provider)."""
-    os.environ["AIRFLOW_CONN_GCS_BENCH"] = json.dumps(
+def use_connection() -> None:
+    """The Airflow connection both the baseline and this hook use: anonymous (emulator)."""
+    os.environ[f"AIRFLOW_CONN_{CONNECTION.upper()}"] = json.dumps(
         {"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "bench"}}
     )
-    from importlib.metadata import version as dist_version
 
+
+# ------------------------------------------------------------------------------------------------
+# Contenders
+# ------------------------------------------------------------------------------------------------
+
+
+def run_baseline(bucket: str, older_than: str) -> dict[str, Any]:
+    """GCSDeleteObjectsOperator's loop with the real GCSHook."""
     from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
-    version = dist_version("apache-airflow-providers-google")
     started = time.perf_counter()
-    hook = GCSHook(gcp_conn_id="gcs_bench")
+    hook = GCSHook(gcp_conn_id=CONNECTION)
     objects = hook.list(bucket_name=bucket, prefix=PREFIX)
     listed = time.perf_counter()
     for name in objects:
         hook.delete(bucket_name=bucket, object_name=name)
     done = time.perf_counter()
     return {
-        "how": f"GCSHook.list + GCSHook.delete per object (apache-airflow-providers-google {version})",
         "list_s": listed - started,
         "delete_s": done - listed,
         "total_s": done - started,
@@ -99,72 +115,23 @@ def baseline_google_provider(bucket: str) -> dict[str, Any]:
     }
 
 
-def baseline_reproduced(bucket: str) -> dict[str, Any]:
-    """The same serial loop with google-cloud-storage, for when the google provider is missing."""
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-
-    log = logging.getLogger("bench.baseline")
-    started = time.perf_counter()
-    client = storage.Client(project="bench", credentials=AnonymousCredentials())
-    objects = [blob.name for blob in client.list_blobs(bucket, prefix=PREFIX)]
-    listed = time.perf_counter()
-    for name in objects:
-        client.bucket(bucket).blob(name).delete()
-        log.info("Blob %s deleted.", name)
-    done = time.perf_counter()
-    return {
-        "how": "REPRODUCED serial loop (google provider not installed): list_blobs + Blob.delete per object",
-        "list_s": listed - started,
-        "delete_s": done - listed,
-        "total_s": done - started,
-        "deleted": len(objects),
-    }
-
-
-def run_baseline(emulator: GcsEmulator, bucket: str, baseline_python: str | None) -> dict[str, Any]:
-    try:
-        import airflow.providers.google  # noqa: F401
-
-        return baseline_google_provider(bucket)
-    except ImportError:
-        pass
-    if baseline_python and Path(baseline_python).exists():
-        env = dict(os.environ, STORAGE_EMULATOR_HOST=emulator.url, PYTHONPATH=str(REPO_ROOT))
-        with tempfile.TemporaryDirectory() as home:
-            env.setdefault("AIRFLOW_HOME", home)
-            result = subprocess.run(
-                [baseline_python, __file__, "--baseline-worker", bucket],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-        return json.loads(result.stdout.strip().splitlines()[-1])
-    return baseline_reproduced(bucket)
-
-
-# ------------------------------------------------------------------------------------------------
-# This provider's hook
-# ------------------------------------------------------------------------------------------------
-
-
-def run_hook(bucket: str, **hook_kwargs: Any) -> dict[str, Any]:
+def run_hook(bucket: str, older_than: str, **hook_kwargs: Any) -> dict[str, Any]:
     from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 
     started = time.perf_counter()
-    report = CompilationCacheHook(**hook_kwargs).cleanup(f"gs://{bucket}/{PREFIX}", older_than="7d")
+    hook = CompilationCacheHook(gcp_conn_id=CONNECTION, **hook_kwargs)
+    report = hook.cleanup(f"gs://{bucket}/{PREFIX}", older_than=older_than)
     done = time.perf_counter()
     assert report.errors == 0, report.error_samples
     return {"total_s": done - started, "deleted": report.deleted_objects}
 
 
-def run_two_phase(bucket: str) -> dict[str, Any]:
+def run_two_phase(bucket: str, older_than: str) -> dict[str, Any]:
     from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 
-    hook = CompilationCacheHook()
     started = time.perf_counter()
-    with hook.plan(f"gs://{bucket}/{PREFIX}", older_than="7d") as plan:
+    hook = CompilationCacheHook(gcp_conn_id=CONNECTION)
+    with hook.plan(f"gs://{bucket}/{PREFIX}", older_than=older_than) as plan:
         planned = time.perf_counter()
         report = hook.delete(plan)
     done = time.perf_counter()
@@ -177,42 +144,34 @@ def run_two_phase(bucket: str) -> dict[str, Any]:
 
 
 def emulator_ceiling(emulator: GcsEmulator, bucket: str, count: int) -> dict[str, Any]:
-    """How fast the emulator itself deletes: names known (no listing), raw pipelined HTTP/1.1
-    DELETEs on 16 connections, no client library. No client doing one request per object beats it."""
-    import socket
-    import threading
-    import urllib.parse
-
-    from airflow_provider_pathways.hooks.gcs import read_http_response
-
-    parsed = urllib.parse.urlsplit(emulator.url)
-    names = [f"{PREFIX}/compilation_cache/default/{i:07d}.binarypb" for i in range(count)]
-    chunks = iter([names[i : i + 16] for i in range(0, count, 16)])
+    """The emulator's own delete capacity: names known (no listing), raw batch requests of 100 from 8
+    threads, no client library. No client that must list first beats it."""
+    chunks = iter([list(range(i, min(i + 100, count))) for i in range(0, count, 100)])
     lock = threading.Lock()
 
     def worker() -> None:
-        sock = socket.create_connection((parsed.hostname, parsed.port))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        reader = sock.makefile("rb")
         while True:
             with lock:
                 chunk = next(chunks, None)
             if chunk is None:
-                break
-            sock.sendall(
-                b"".join(
-                    f"DELETE /storage/v1/b/{bucket}/o/{urllib.parse.quote(n, safe='')} HTTP/1.1\r\n"
-                    f"Host: {parsed.netloc}\r\nContent-Length: 0\r\n\r\n".encode()
-                    for n in chunk
-                )
+                return
+            body = b"".join(
+                f"--b\r\nContent-Type: application/http\r\nContent-ID: <{i}>\r\n\r\n"
+                f"DELETE /storage/v1/b/{bucket}/o/{urllib.parse.quote(object_name(i), safe='')} HTTP/1.1\r\n"
+                "\r\n\r\n".encode()
+                for i in chunk
             )
-            for _ in chunk:
-                status, _, _ = read_http_response(reader, "DELETE")
-                assert status in (200, 204), status
-        sock.close()
+            request = urllib.request.Request(
+                f"{emulator.url}/batch/storage/v1",
+                data=body + b"--b--\r\n",
+                method="POST",
+                headers={"Content-Type": "multipart/mixed; boundary=b"},
+            )
+            with urllib.request.urlopen(request, timeout=60) as response:
+                response.read()
 
     started = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(16)]
+    threads = [threading.Thread(target=worker) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -229,7 +188,7 @@ def memory_worker(count: int) -> dict[str, Any]:
     os.environ["STORAGE_EMULATOR_HOST"] = emulator.url
     bucket = seed(emulator, count)
     hook = CompilationCacheHook()
-    hook.get_conn()
+    hook.get_credentials_and_project()
     gc.collect()
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tracemalloc.start()
@@ -253,128 +212,147 @@ def memory_worker(count: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------
 
 
+Contender = Callable[[GcsEmulator, str, int], dict[str, Any]]
+
+
+def compare(
+    emulator: GcsEmulator,
+    count: int,
+    repeat: int,
+    contenders: dict[str, tuple[str, Contender]],
+    title: str,
+) -> dict[str, Any]:
+    """Run every contender ``repeat`` times on fresh buckets; print and return medians and ratios."""
+    runs: dict[str, list[dict[str, Any]]] = {key: [] for key in contenders}
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
+        for key, (_, run) in contenders.items():  # warm-up: imports, credentials, connections
+            if key != "ceiling":
+                run(emulator, seed(emulator, min(count, 50)), min(count, 50))
+        for round_no in range(repeat):
+            for key, (_, run) in contenders.items():
+                bucket = seed(emulator, count)
+                outcome = run(emulator, bucket, count)
+                assert outcome["deleted"] == count and remaining(emulator, bucket) == 0, (key, outcome)
+                runs[key].append(outcome)
+                print(f"round {round_no + 1} {key:<14} {outcome['total_s']:7.2f}s", file=sys.__stdout__)
+    base = statistics.median(r["total_s"] for r in runs["baseline"])
+    print(f"\n{title}: delete {count} stale objects, median of {repeat} (same emulator, same run)")
+    print(f"{'approach':<56} {'total s':>8} {'list s':>7} {'delete s':>9} {'vs baseline':>12}")
+    results: dict[str, Any] = {"objects": count}
+    for key, (label, _) in contenders.items():
+        total = statistics.median(r["total_s"] for r in runs[key])
+        listed = statistics.median(r["list_s"] for r in runs[key]) if "list_s" in runs[key][0] else None
+        deleted = statistics.median(r["delete_s"] for r in runs[key]) if "delete_s" in runs[key][0] else None
+        results[key] = {"total_s": total, "list_s": listed, "delete_s": deleted, "speedup": base / total}
+
+        def fmt(value: float | None) -> str:
+            return f"{value:.2f}" if value is not None else "-"
+
+        print(f"{label:<56} {total:8.2f} {fmt(listed):>7} {fmt(deleted):>9} {base / total:11.1f}x")
+    if "two_phase" in results:
+        ratio = results["baseline"]["delete_s"] / results["two_phase"]["delete_s"]
+        print(f"delete phase alone (plan + delete vs the baseline's delete loop): {ratio:.1f}x")
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--gse-objects", type=int, default=300, help="objects on gcp-storage-emulator")
     parser.add_argument("--memory-sizes", default="10000,100000")
-    parser.add_argument("--baseline-python", default=str(DEFAULT_BASELINE_PYTHON))
-    parser.add_argument("--baseline-worker", metavar="BUCKET")
     parser.add_argument("--memory-worker", type=int, metavar="COUNT")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
-    # Progress lines of our hook would interleave with the table; the baseline keeps its own logging.
-    logging.getLogger("airflow.task.hooks.airflow_provider_pathways").setLevel(logging.WARNING)
-    if args.baseline_worker:
-        try:
-            print(json.dumps(baseline_google_provider(args.baseline_worker)))
-        except ImportError:
-            print(json.dumps(baseline_reproduced(args.baseline_worker)))
-        return 0
+    # Progress lines of the hooks would interleave with the table.
+    logging.getLogger("airflow.task.hooks").setLevel(logging.WARNING)
     if args.memory_worker:
         print(json.dumps(memory_worker(args.memory_worker)))
         return 0
+    try:
+        import airflow.providers.google  # noqa: F401
+    except ImportError:
+        print("the baseline needs apache-airflow-providers-google: pip install -e '.[test]'", file=sys.stderr)
+        return 1
+    use_connection()
+    results: dict[str, Any] = {}
 
-    with tempfile.TemporaryDirectory(prefix="bench-gcs-") as state:
+    fake_gcs: dict[str, tuple[str, Contender]] = {
+        "baseline": (
+            "baseline: GCSHook.list + GCSHook.delete per object",
+            lambda e, b, n: run_baseline(b, "7d"),
+        ),
+        "hook": (
+            "CompilationCacheHook.cleanup (defaults: batches of 100)",
+            lambda e, b, n: run_hook(b, "7d"),
+        ),
+        "hook_single": (
+            "CompilationCacheHook.cleanup batch_size=1 (32 at once)",
+            lambda e, b, n: run_hook(b, "7d", batch_size=1),
+        ),
+        "two_phase": ("CompilationCacheHook.plan + delete", lambda e, b, n: run_two_phase(b, "7d")),
+        "ceiling": ("emulator ceiling: raw batch deletes, names known", emulator_ceiling),
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-gcs-", dir=SCRATCH_ROOT) as state:
         emulator = start_gcs_emulator(state)
         os.environ["STORAGE_EMULATOR_HOST"] = emulator.url
-        results: dict[str, Any] = {
-            "objects": args.objects,
-            "emulator": "fake-gcs-server (filesystem backend)",
-        }
-        runs: dict[str, list[dict[str, Any]]] = {
-            "baseline": [],
-            "hook": [],
-            "hook_page5000": [],
-            "two_phase": [],
-            "ceiling": [],
-        }
         try:
-            with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
-                for round_no in range(args.repeat):
-                    for name in runs:
-                        bucket = seed(emulator, args.objects)
-                        if name == "baseline":
-                            outcome = run_baseline(emulator, bucket, args.baseline_python)
-                        elif name == "hook":
-                            outcome = run_hook(bucket)
-                        elif name == "hook_page5000":
-                            outcome = run_hook(bucket, list_page_size=5000)
-                        elif name == "ceiling":
-                            outcome = emulator_ceiling(emulator, bucket, args.objects)
-                        else:
-                            outcome = run_two_phase(bucket)
-                        assert outcome["deleted"] == args.objects and remaining(emulator, bucket) == 0, (
-                            outcome
-                        )
-                        runs[name].append(outcome)
-                        print(
-                            f"round {round_no + 1} {name:<14} {outcome['total_s']:6.2f}s", file=sys.__stdout__
-                        )
-            base = statistics.median(r["total_s"] for r in runs["baseline"])
-            results["baseline_how"] = runs["baseline"][0]["how"]
-            print(f"\nDelete {args.objects} stale objects, median of {args.repeat} (same emulator, same run)")
-            print(f"{'approach':<44} {'total s':>8} {'list s':>7} {'delete s':>9} {'speed-up':>9}")
-            rows = [
-                ("baseline: serial GCSHook list + delete", "baseline"),
-                ("CompilationCacheHook.cleanup (defaults)", "hook"),
-                ("CompilationCacheHook.cleanup page=5000", "hook_page5000"),
-                ("CompilationCacheHook.plan + delete", "two_phase"),
-                ("emulator ceiling: raw pipelined DELETEs", "ceiling"),
-            ]
-            for label, key in rows:
-                total = statistics.median(r["total_s"] for r in runs[key])
-                listed = (
-                    statistics.median(r["list_s"] for r in runs[key]) if "list_s" in runs[key][0] else None
-                )
-                deleted = (
-                    statistics.median(r["delete_s"] for r in runs[key])
-                    if "delete_s" in runs[key][0]
-                    else None
-                )
-                results[key] = {
-                    "total_s": total,
-                    "list_s": listed,
-                    "delete_s": deleted,
-                    "speedup": base / total,
-                }
-                fmt = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
-                print(f"{label:<44} {total:8.2f} {fmt(listed):>7} {fmt(deleted):>9} {base / total:8.1f}x")
-            base_delete = statistics.median(r["delete_s"] for r in runs["baseline"])
-            two_delete = results["two_phase"]["delete_s"]
-            print(f"delete phase alone: {base_delete / two_delete:.1f}x faster")
-            print(f"baseline: {results['baseline_how']}")
+            results["fake_gcs_server"] = compare(
+                emulator, args.objects, args.repeat, fake_gcs, "fake-gcs-server (filesystem backend on tmpfs)"
+            )
         finally:
             emulator.stop()
 
-        sizes = [int(s) for s in args.memory_sizes.split(",") if s.strip()]
-        results["memory"] = {}
-        if sizes:
-            print("\nPeak memory of one whole cleanup (fresh interpreter each, all objects stale)")
-            header = ("listed objects", "tracemalloc peak", "RSS growth", "RSS peak", "seconds")
-            print("{:>15} {:>17} {:>11} {:>10} {:>8}".format(*header))
-        for count in sizes:
-            with tempfile.TemporaryDirectory(prefix="bench-gcs-mem-") as mem_state:
-                env = dict(os.environ, BENCH_GCS_STATE=mem_state, PYTHONPATH=str(REPO_ROOT))
-                env.pop("STORAGE_EMULATOR_HOST", None)
-                out = subprocess.run(
-                    [sys.executable, __file__, "--memory-worker", str(count)],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=True,
+    if args.gse_objects:
+        gse: dict[str, tuple[str, Contender]] = {
+            "baseline": fake_gcs["baseline"],
+            "hook": (
+                "CompilationCacheHook.cleanup (defaults: batches of 100)",
+                lambda e, b, n: run_hook(b, "0s"),
+            ),
+            "hook_single": (
+                "CompilationCacheHook.cleanup batch_size=1 (32 at once)",
+                lambda e, b, n: run_hook(b, "0s", batch_size=1),
+            ),
+        }
+        with tempfile.TemporaryDirectory(prefix="bench-gse-") as state:
+            emulator = start_gcs_emulator(state, flavour=GCP_STORAGE_EMULATOR)
+            os.environ["STORAGE_EMULATOR_HOST"] = emulator.url
+            try:
+                results["gcp_storage_emulator"] = compare(
+                    emulator, args.gse_objects, args.repeat, gse, "gcp-storage-emulator (in memory)"
                 )
-            data = json.loads(out.stdout.strip().splitlines()[-1])
-            env_ok = data["listed"] == count and data["deleted"] == count
-            results["memory"][count] = data
-            print(
-                f"{count:>15} {data['tracemalloc_peak_mib']:>13.1f} MiB {data['rss_growth_mib']:>7.1f} MiB "
-                f"{data['rss_peak_mib']:>6.0f} MiB {data['seconds_with_tracemalloc']:>8.1f}"
-                + ("" if env_ok else "  (MISMATCH)")
+            finally:
+                emulator.stop()
+
+    sizes = [int(s) for s in args.memory_sizes.split(",") if s.strip()]
+    results["memory"] = {}
+    if sizes:
+        print("\nPeak memory of one whole cleanup (fresh interpreter each, all objects stale)")
+        header = ("listed objects", "tracemalloc peak", "RSS growth", "RSS peak", "seconds")
+        print("{:>15} {:>17} {:>11} {:>10} {:>8}".format(*header))
+    for count in sizes:
+        with tempfile.TemporaryDirectory(prefix="bench-gcs-mem-", dir=SCRATCH_ROOT) as mem_state:
+            env = dict(os.environ, BENCH_GCS_STATE=mem_state, PYTHONPATH=str(REPO_ROOT))
+            env.pop("STORAGE_EMULATOR_HOST", None)
+            out = subprocess.run(
+                [sys.executable, __file__, "--memory-worker", str(count)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
             )
-        if args.json:
-            args.json.write_text(json.dumps(results, indent=2))
+        data = json.loads(out.stdout.strip().splitlines()[-1])
+        ok = data["listed"] == count and data["deleted"] == count
+        results["memory"][count] = data
+        print(
+            f"{count:>15} {data['tracemalloc_peak_mib']:>13.1f} MiB {data['rss_growth_mib']:>7.1f} MiB "
+            f"{data['rss_peak_mib']:>6.0f} MiB {data['seconds_with_tracemalloc']:>8.1f}"
+            + ("" if ok else "  (MISMATCH)")
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
     return 0
 
 

@@ -12,15 +12,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, TriggerRule
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from airflow_provider_pathways.compilation_cache import (
-    DEFAULT_MIN_AGE,
-    CacheSelector,
-    GcsLocation,
-    check_count,
-    parse_duration,
-    parse_size,
-    scratch_location_for_bucket,
-)
+from airflow_provider_pathways.cache.lifecycle import check_age_days
+from airflow_provider_pathways.cache.location import GcsLocation, scratch_location_for_bucket
+from airflow_provider_pathways.cache.selection import CacheSelector
+from airflow_provider_pathways.cache.values import DEFAULT_MIN_AGE, check_count, parse_duration, parse_size
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -68,6 +63,7 @@ class CleanupCompilationCacheOperator(BaseOperator):
     :param allow_bucket_root: allow a bucket root as location (cleans cache folders bucket-wide).
     :param allow_any_prefix: allow ``cache_prefixes`` whose names do not say "cache".
     :param max_workers: concurrent delete requests.
+    :param batch_size: objects per JSON batch request (1 to 100; 1: one request per object).
     :param max_errors: stop after this many failed deletes.
     :param fail_on_errors: fail the task when some deletes failed.
     :param skip_if_no_location: with ``pathways_dir_from_task``, skip (instead of failing) when the
@@ -103,6 +99,7 @@ class CleanupCompilationCacheOperator(BaseOperator):
         allow_bucket_root: bool = False,
         allow_any_prefix: bool = False,
         max_workers: int = 32,
+        batch_size: int = 100,
         max_errors: int = 100,
         fail_on_errors: bool = True,
         skip_if_no_location: bool = True,
@@ -144,6 +141,7 @@ class CleanupCompilationCacheOperator(BaseOperator):
         self.allow_bucket_root = allow_bucket_root
         self.allow_any_prefix = allow_any_prefix
         self.max_workers = max_workers
+        self.batch_size = batch_size
         self.max_errors = max_errors
         self.fail_on_errors = fail_on_errors
         self.skip_if_no_location = skip_if_no_location
@@ -160,6 +158,7 @@ class CleanupCompilationCacheOperator(BaseOperator):
 
         parsed: dict[str, Any] = {}
         check_count(self.max_workers, param="max_workers", low=1, high=256)
+        check_count(self.batch_size, param="batch_size", low=1, high=100)
         check_count(self.max_errors, param="max_errors", low=1)
         if ready(self.older_than):
             parsed["older_than"] = parse_duration(self.older_than, param="older_than")
@@ -207,6 +206,7 @@ class CleanupCompilationCacheOperator(BaseOperator):
             gcp_conn_id=self.gcp_conn_id,
             impersonation_chain=self.impersonation_chain,
             max_workers=self.max_workers,
+            batch_size=self.batch_size,
         )
         report = hook.cleanup(
             location,
@@ -265,8 +265,7 @@ class EnsureCompilationCacheLifecycleOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if isinstance(age_days, bool) or not isinstance(age_days, int) or age_days < 1:
-            raise ValueError(f"age_days={age_days!r} must be a whole number of days, 1 or more")
+        check_age_days(age_days)
         self.bucket = bucket
         self.prefix = prefix
         self.age_days = age_days

@@ -4,22 +4,32 @@ Measured: fake-gcs-server and gcp-storage-emulator both ignore ``ifGenerationMat
 DELETE. Real GCS answers 412 when the object's generation differs. This proxy does that check (it
 reads the object's current generation from the emulator, then forwards the delete only if it
 matches), records every DELETE it sees with its query (so tests can show the condition was sent
-with each request) and every request's method and path, and injects two kinds of faults on the
-first N delete attempts of each object:
+with each request) and every request's method, path and ``Authorization`` header, and injects
+two kinds of faults on the first N delete attempts of each object:
 
 - ``fail_deletes(503, n)``: answer with an error status *before* forwarding (the object stays);
 - ``drop_delete_responses(n)``: forward the delete (the object goes), then close the connection
   without an answer, as when a response is lost on the way back.
 
+JSON batch requests (``POST /batch/storage/v1``) are answered by the proxy itself: each part is
+handled as the single DELETE above (recorded, checked, faults injected, then forwarded on its
+own), and the answers go back as one ``multipart/mixed`` response. With
+``drop_delete_responses``, a batch loses its whole answer when a faulty part was carried out and
+so was every other part (a request carried out in full, its answer lost).
+
+``refuse_batches()`` makes it answer batch requests with 404, like a server without them.
 Everything else is forwarded unchanged.
 """
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import http.client
 import json
 import threading
 import urllib.parse
+import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -67,6 +77,9 @@ class GcsProxy:
         self.enforce_generation_match = enforce_generation_match
         self.deletes: list[RecordedDelete] = []
         self.requests: list[tuple[str, str]] = []
+        self.fault_injected = threading.Event()  # set at the first fault injected
+        self.authorizations: list[str] = []  # the Authorization header of every request that had one
+        self.batches = True
         self._faults = _Faults()
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -104,18 +117,24 @@ class GcsProxy:
         )
         self._thread.start()
 
+    def refuse_batches(self) -> None:
+        """Answer batch requests with 404, as a server without the batch endpoint does."""
+        self.batches = False
+
     def fail_deletes(self, status: int, per_object: int) -> None:
         """Answer the first ``per_object`` DELETE attempts of each object with ``status`` (not forwarded)."""
         if status < 400:
             raise ValueError(f"status={status}: give an error status such as 503 or 429")
         with self._lock:
             self._faults = _Faults(status=status, per_object=per_object)
+            self.fault_injected.clear()
 
     def drop_delete_responses(self, per_object: int) -> None:
         """Forward the first ``per_object`` DELETE attempts of each object, then drop the connection
         without answering: the object is gone but the client never hears so."""
         with self._lock:
             self._faults = _Faults(status=0, per_object=per_object)
+            self.fault_injected.clear()
 
     def faults_injected(self) -> int:
         """How many error answers or dropped answers the proxy has injected since the last setting."""
@@ -153,21 +172,77 @@ class GcsProxy:
     def _dispatch(
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, list[tuple[str, str]], bytes]:
+        authorization = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
         with self._lock:
             self.requests.append((method, path))
+            if authorization is not None:
+                self.authorizations.append(authorization)
+        parsed = urllib.parse.urlsplit(path)
+        if method == "POST" and parsed.path == "/batch/storage/v1":
+            return self._batch(headers, body) if self.batches else _error(404, "Not Found")
+        if method != "DELETE" or not _is_object_path(parsed.path):
+            return self._upstream(method, path, headers, body)
+        answer = self._recorded_delete(path, headers)
+        return self._lose_answer() if answer[0] == 0 else answer
+
+    def _recorded_delete(
+        self, path: str, headers: dict[str, str]
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         parsed = urllib.parse.urlsplit(path)
         parts = parsed.path.split("/")
-        # /storage/v1/b/{bucket}/o/{object}
-        is_object = len(parts) == 7 and parts[1:4] == ["storage", "v1", "b"] and parts[5] == "o"
-        if method != "DELETE" or not is_object:
-            return self._upstream(method, path, headers, body)
         bucket = urllib.parse.unquote(parts[4])
         name = urllib.parse.unquote(parts[6])
         query = dict(urllib.parse.parse_qsl(parsed.query))
-        status, out_headers, data = self._delete(method, path, headers, body, name, query)
+        status, out_headers, data = self._delete("DELETE", path, headers, b"", name, query)
         with self._lock:
             self.deletes.append(RecordedDelete(bucket, name, query, status))
         return status, out_headers, data
+
+    def _lose_answer(self) -> tuple[int, list[tuple[str, str]], bytes]:
+        with self._lock:
+            self._faults.injected += 1
+        self.fault_injected.set()
+        return _DROP
+
+    def _batch(self, headers: dict[str, str], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        """Answer a JSON batch request part by part (only object DELETEs are supported)."""
+        content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            f"Content-Type: {content_type}\r\n\r\n".encode() + body
+        )
+        if not message.is_multipart():
+            return _error(400, "a batch request must be multipart/mixed")
+        boundary = f"batch_{uuid.uuid4().hex}"
+        out: list[bytes] = []
+        lose = False  # a faulty part was carried out
+        all_done = True  # every part was carried out
+        for part in message.iter_parts():
+            payload = part.get_payload(decode=True) or b""
+            request_line = payload.split(b"\r\n", 1)[0].decode()
+            method, target, _ = [*request_line.split(" ", 2), "", ""][:3]
+            if method == "DELETE" and _is_object_path(urllib.parse.urlsplit(target).path):
+                status, _, data = self._recorded_delete(target, {})
+                if status == 0:  # carried out, answer to be lost
+                    lose, status, data = True, 204, b""
+            else:
+                status, _, data = _error(
+                    400, f"the sandbox proxy batches only object DELETEs: {request_line}"
+                )
+            reason = http.client.responses.get(status, "")
+            content_id = str(part.get("Content-ID", "")).strip("<>")
+            out.append(
+                f"--{boundary}\r\nContent-Type: application/http\r\n"
+                f"Content-ID: <response-{content_id}>\r\n\r\n"
+                f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n".encode()
+                + data
+                + b"\r\n"
+            )
+            all_done = all_done and 200 <= status < 300
+        if lose and all_done:  # the whole batch was carried out: its answer is lost
+            return self._lose_answer()
+        out.append(f"--{boundary}--\r\n".encode())
+        return 200, [("Content-Type", f"multipart/mixed; boundary={boundary}")], b"".join(out)
 
     def _delete(
         self, method: str, path: str, headers: dict[str, str], body: bytes, name: str, query: dict[str, str]
@@ -177,6 +252,7 @@ class GcsProxy:
             faulty = faults.take(name)
             if faulty and faults.status:
                 faults.injected += 1
+                self.fault_injected.set()
                 return _error(faults.status, "injected by the sandbox proxy")
         wanted = query.get("ifGenerationMatch")
         if self.enforce_generation_match and wanted is not None:
@@ -186,9 +262,7 @@ class GcsProxy:
                 return _error(412, "At least one of the pre-conditions you specified did not hold.")
         answer = self._upstream(method, path, headers, body)
         if faulty and 200 <= answer[0] < 300:
-            with self._lock:
-                faults.injected += 1
-            return _DROP  # carried out, answer lost
+            return _DROP  # carried out, answer to be lost
         return answer
 
     def stop(self) -> None:
@@ -201,6 +275,12 @@ class GcsProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _is_object_path(path: str) -> bool:
+    """``/storage/v1/b/{bucket}/o/{object}`` (the object name escaped)."""
+    parts = path.split("/")
+    return len(parts) == 7 and parts[1:4] == ["storage", "v1", "b"] and parts[5] == "o"
 
 
 def _error(status: int, message: str) -> tuple[int, list[tuple[str, str]], bytes]:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -78,3 +82,44 @@ def cleanup_dags() -> str:
     source = HERE / "dags" / "gcs_cleanup_dags.py"
     shutil.copy2(source, dags_folder / source.name)
     return source.name
+
+
+@dataclass
+class TokenServer:
+    """A stand-in OAuth token endpoint: answers every POST with ``token``; counts the requests."""
+
+    url: str
+    token: str
+    requests: list[bytes] = field(default_factory=list)
+
+
+@pytest.fixture
+def token_server() -> Iterator[TokenServer]:
+    """An OAuth token endpoint on 127.0.0.1 (service-account credentials sign in there)."""
+    server_state = TokenServer(url="", token=f"ya29.sandbox-{uuid.uuid4().hex}")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+        def do_POST(self) -> None:
+            server_state.requests.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            body = json.dumps(
+                {"access_token": server_state.token, "expires_in": 3600, "token_type": "Bearer"}
+            )
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server_state.url = f"http://127.0.0.1:{server.server_address[1]}/token"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server_state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -12,6 +12,8 @@ import pytest
 from airflow_provider_pathways.compilation_cache import CacheCleanupError
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
+from sandbox.gcs.proxy import GcsProxy
+from tests.gcs.conftest import TokenServer
 
 HAS_GOOGLE_PROVIDER = importlib.util.find_spec("airflow.providers.google") is not None
 SECRET = "s3cr3t-do-not-print"
@@ -27,11 +29,8 @@ def write_json(path: Path, data: dict[str, object]) -> str:
     return str(path)
 
 
-@pytest.mark.skipif(
-    HAS_GOOGLE_PROVIDER, reason="with the google provider, credentials come from the connection"
-)
 @pytest.mark.usefixtures("no_emulator")
-def test_without_the_google_provider_it_uses_application_default_credentials(
+def test_without_a_connection_it_uses_application_default_credentials(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from google.auth import impersonated_credentials
@@ -50,9 +49,6 @@ def test_without_the_google_provider_it_uses_application_default_credentials(
     assert creds.service_account_email == "cleaner@p.iam.gserviceaccount.com"
 
 
-@pytest.mark.skipif(
-    HAS_GOOGLE_PROVIDER, reason="with the google provider, credentials come from the connection"
-)
 @pytest.mark.usefixtures("no_emulator")
 def test_missing_or_broken_credentials_give_the_fix_and_no_secret(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
@@ -86,3 +82,50 @@ def test_with_the_google_provider_the_connection_is_used(
     with pytest.raises(CacheCleanupError, match="gcp_conn_id='nope': no such Airflow connection"):
         CompilationCacheHook(gcp_conn_id="nope").get_credentials_and_project()
     assert os.environ["STORAGE_EMULATOR_HOST"] == emulator.url
+
+
+@pytest.mark.skipif(not HAS_GOOGLE_PROVIDER, reason="needs apache-airflow-providers-google")
+def test_a_service_account_connection_signs_in_and_every_request_carries_its_token(
+    emulator: GcsEmulator,
+    proxy: GcsProxy,
+    bucket: str,
+    seed: object,
+    token_server: TokenServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The Airflow connection (a service-account key) is what signs the cleanup's requests: the
+    token from the sign-in goes with every listing and delete, and neither token nor key is logged."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    account = {
+        "type": "service_account",
+        "project_id": "team-project",
+        "private_key_id": "k1",
+        "private_key": pem,
+        "client_email": "cache-cleaner@team-project.iam.gserviceaccount.com",
+        "client_id": "1",
+        "token_uri": token_server.url,
+    }
+    connection = {"conn_type": "google_cloud_platform", "extra": {"keyfile_dict": json.dumps(account)}}
+    monkeypatch.setenv("AIRFLOW_CONN_GCS_CLEANER", json.dumps(connection))
+    cache = "pathways-scratch/shared/compilation_cache"
+    seed(bucket, {f"{cache}/e{i:03d}.binarypb": 3 for i in range(150)})  # type: ignore[operator]
+
+    report = CompilationCacheHook(gcp_conn_id="gcs_cleaner").cleanup(
+        f"gs://{bucket}/pathways-scratch/shared", older_than="1d"
+    )
+
+    assert (report.deleted_objects, report.errors) == (150, 0)
+    assert len(token_server.requests) == 1  # signed in once, the token reused
+    assert len(proxy.authorizations) == len(proxy.requests) >= 3  # listing and two batches
+    assert set(proxy.authorizations) == {f"Bearer {token_server.token}"}
+    logs = capfd.readouterr()
+    for secret in (token_server.token, pem.splitlines()[1]):
+        assert secret not in caplog.text and secret not in logs.out + logs.err

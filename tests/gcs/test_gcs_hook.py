@@ -119,8 +119,9 @@ def test_dry_run_deletes_nothing_and_reports_exactly_what_a_real_run_then_delete
     assert sum(int(before[n]["size"]) for n in gone) == dry.plan.planned_bytes
 
 
+@pytest.mark.parametrize("batch_size", [1, 100], ids=["one-request-per-object", "batches"])
 def test_an_entry_rewritten_between_plan_and_delete_is_kept(
-    gcs_emulator: GcsEmulator, proxy: GcsProxy, bucket: str, seed: Seed
+    gcs_emulator: GcsEmulator, proxy: GcsProxy, bucket: str, seed: Seed, batch_size: int
 ) -> None:
     """fake-gcs-server ignores ``ifGenerationMatch`` on DELETE (checked first, below), so the
     sandbox proxy enforces it as GCS does (412 on a generation mismatch) and records every DELETE:
@@ -146,7 +147,7 @@ def test_an_entry_rewritten_between_plan_and_delete_is_kept(
     seed(bucket, entries)
     location = f"gs://{bucket}/{SCRATCH}"
 
-    with hook(max_workers=4).plan(location, older_than="1d") as plan:
+    with hook(max_workers=4, batch_size=batch_size).plan(location, older_than="1d") as plan:
         planned_generation = {obj.name: obj.generation for e in plan.entries() for obj in e.objects}
         # Meanwhile a job rewrites one entry, reads a JAX entry (its -atime is rewritten) and
         # recompiles another JAX entry (its -cache object is rewritten).
@@ -159,7 +160,7 @@ def test_an_entry_rewritten_between_plan_and_delete_is_kept(
                 bucket, f"{SCRATCH}/jax_cache/{pair_rewritten}-cache", b"x" * 300
             ),
         }
-        report = hook(max_workers=4).delete(plan)
+        report = hook(max_workers=4, batch_size=batch_size).delete(plan)
 
     left = names(gcs_emulator, bucket)
     for name, resource in rewritten.items():
@@ -186,32 +187,42 @@ def test_an_entry_rewritten_between_plan_and_delete_is_kept(
     assert {d.name for d in deletes if d.status == 412} == set(rewritten)
 
 
+@pytest.mark.parametrize(
+    ("batch_size", "retried"),
+    [(1, (20, 20)), (100, (1, 2))],
+    ids=["one-request-per-object", "batches"],
+)
 def test_transient_errors_are_retried_with_backoff(
-    emulator: GcsEmulator, proxy: GcsProxy, bucket: str, seed: Seed
+    emulator: GcsEmulator, proxy: GcsProxy, bucket: str, seed: Seed, batch_size: int, retried: tuple[int, int]
 ) -> None:
+    """One 503, then two 429s, on every object: every object goes, no error; retried requests are
+    counted (a batch is sent again once, with only its refused parts)."""
     seed(bucket, {f"{CACHE}/e{i}.binarypb": 10 for i in range(20)})
     proxy.fail_deletes(503, per_object=1)
-    first = hook(max_workers=4).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
-    assert (first.deleted_objects, first.errors, first.retries) == (20, 0, 20)
+    first = hook(max_workers=4, batch_size=batch_size).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    assert (first.deleted_objects, first.errors, first.retries) == (20, 0, retried[0])
 
     seed(bucket, {f"{CACHE}/f{i}.binarypb": 10 for i in range(10)})
     proxy.fail_deletes(429, per_object=2)
-    second = hook(max_workers=4).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
-    assert (second.deleted_objects, second.errors, second.retries) == (10, 0, 20)
+    second = hook(max_workers=4, batch_size=batch_size).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    assert (second.deleted_objects, second.errors, second.retries) == (10, 0, retried[1])
     assert names(emulator, bucket, SCRATCH) == set()
 
 
+@pytest.mark.parametrize("batch_size", [1, 100], ids=["one-request-per-object", "batches"])
 def test_permanent_errors_are_reported_and_stop_the_run_early(
-    emulator: GcsEmulator, proxy: GcsProxy, bucket: str, seed: Seed
+    emulator: GcsEmulator, proxy: GcsProxy, bucket: str, seed: Seed, batch_size: int
 ) -> None:
-    seed(bucket, {f"{CACHE}/e{i:03d}.binarypb": 10 for i in range(200)})
+    seed(bucket, {f"{CACHE}/e{i:04d}.binarypb": 10 for i in range(1000)})
     proxy.fail_deletes(403, per_object=10)
-    report = hook(max_workers=4).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d", max_errors=5)
+    report = hook(max_workers=4, batch_size=batch_size).cleanup(
+        f"gs://{bucket}/{SCRATCH}", older_than="1d", max_errors=5
+    )
     assert report.deleted_objects == 0
     assert report.errors >= 5 and report.aborted and "max_errors=5" in report.aborted
     assert report.error_samples[0]["error"].startswith("HTTP 403")
-    assert len(names(emulator, bucket)) == 200
-    assert len(proxy.deletes) < 200  # it stopped instead of trying everything
+    assert len(names(emulator, bucket)) == 1000
+    assert len(proxy.deletes) < 1000  # it stopped instead of trying everything
 
 
 def test_size_budget_deletes_oldest_first_and_keeps_the_newest(

@@ -1,9 +1,8 @@
-"""Pure logic of the cleanup: input checks, cache layout, planning, HTTP framing (no server)."""
+"""Pure logic of the cleanup: input checks, cache layout, planning, the batch format (no server)."""
 
 from __future__ import annotations
 
 import hashlib
-import io
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -19,7 +18,6 @@ from airflow_provider_pathways.compilation_cache import (
     parse_size,
     scratch_location_for_bucket,
 )
-from airflow_provider_pathways.hooks.gcs import HttpProtocolError, read_http_response
 from tests.conftest import REPO_ROOT
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -148,42 +146,17 @@ def test_plan_files_are_removed_on_close() -> None:
     assert not workdir.exists()
 
 
-@pytest.mark.parametrize(
-    ("raw", "method", "expected"),
-    [
-        (b"HTTP/1.1 204 No Content\r\nX-A: b\r\n\r\n", "DELETE", (204, b"", False)),
-        (b"HTTP/1.1 412 PF\r\nContent-Length: 5\r\n\r\nhelloNEXT", "DELETE", (412, b"hello", False)),
-        (
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=1\r\nde\r\n0\r\n\r\n",
-            "GET",
-            (200, b"abcde", False),
-        ),
-        (
-            b"HTTP/1.1 100 Continue\r\n\r\n"
-            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\nz",
-            "POST",
-            (200, b"z", True),
-        ),
-        (b"HTTP/1.0 503 Busy\r\n\r\nbody until close", "DELETE", (503, b"body until close", True)),
-    ],
-)
-def test_http_response_framing(raw: bytes, method: str, expected: tuple[int, bytes, bool]) -> None:
-    assert read_http_response(io.BufferedReader(io.BytesIO(raw)), method) == expected
-
-
-def test_truncated_http_responses_are_errors() -> None:
-    for raw in (b"", b"garbage\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"):
-        with pytest.raises(HttpProtocolError):
-            read_http_response(io.BufferedReader(io.BytesIO(raw)), "GET")
-
-
 def test_importing_the_operator_and_example_dag_loads_no_google_client() -> None:
-    """DAG parsing must stay cheap: google.cloud / google.auth load only when a task runs."""
+    """DAG parsing must stay cheap: google.cloud / google.auth load only when a task runs (what an
+    installed package's .pth file imports at interpreter start does not count)."""
     code = (
         "import runpy, sys\n"
+        "before = set(sys.modules)\n"
         "import airflow_provider_pathways.operators.gcs, airflow_provider_pathways.hooks.gcs\n"
+        "import airflow_provider_pathways.compilation_cache, airflow_provider_pathways.cache\n"
         "runpy.run_path('example_dags/example_cache_cleanup.py')\n"
-        "bad = sorted(m for m in sys.modules if m.startswith(('google.cloud', 'google.auth')))\n"
+        "new = set(sys.modules) - before\n"
+        "bad = sorted(m for m in new if m.startswith(('google.cloud', 'google.auth')))\n"
         "print(','.join(bad))\n"
     )
     result = subprocess.run(
