@@ -20,6 +20,7 @@ from tests.deployment.harness import wait_for
 PATHWAYSJOBS = "/apis/pathways-job.pathways.domain/v1"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2"
 HEAD_SELECTOR = "jobset.sigs.k8s.io/replicatedjob-name=pathways-head"
+PREEMPT_FIRST = 4294967000  # a job priority above any other (Slurm preempts the highest first)
 SLURM_ACTIVE = frozenset(
     {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "REQUEUE_HOLD"}
 )
@@ -238,18 +239,20 @@ class SlurmCluster:
             return self.path(dag_id, "runs").read_text().splitlines()
         return []
 
-    def partition_cpus(self, partition: str) -> int:
-        """CPUs held by running jobs of ``partition``."""
-        out = self.run("squeue", "-h", "-t", "R", "-p", partition, "-o", "%C").stdout
-        return sum(int(x) for x in out.split() if x.isdigit())
+    def idle_cpus(self) -> int:
+        """CPUs of the node that no job holds (``sinfo``'s allocated/idle/other/total)."""
+        return int(self.run("sinfo", "-h", "-o", "%C").stdout.split()[0].split("/")[1])
 
     def preempt(self, job_ids: list[str], timeout: float = 90) -> list[str]:
-        """Preempt running ``preemptible`` jobs for real: a ``high`` job that needs their CPUs.
+        """Preempt running ``preemptible`` jobs for real: a job in ``high`` that needs their CPUs.
 
-        Only jobs outside ``high`` can be preempted; the jobs of this suite that must not be run
-        there. The blocking job is sized to the CPUs ``high`` leaves free, so it cannot start without
-        preempting, and is cancelled as soon as the victims are ``PREEMPTED``.
+        The suite's other jobs run in ``batch``, which shares the tier of ``preemptible``, so they
+        never preempt each other. The preempting job asks for the idle CPUs plus the victims', and
+        the victims get the highest priority of their tier, which Slurm preempts first; it is
+        cancelled as soon as the victims are ``PREEMPTED``.
         """
+        for job_id in job_ids:
+            self.run("scontrol", "update", f"jobid={job_id}", f"priority={PREEMPT_FIRST}", check=False)
         deadline = time.monotonic() + timeout
         hogs: list[str] = []
         while True:
@@ -258,7 +261,8 @@ class SlurmCluster:
                 break
             if time.monotonic() > deadline:
                 raise AssertionError(f"could not preempt {pending}: {[self.show(j) for j in pending]}")
-            size = self.cpus - self.partition_cpus("high")
+            running = [j for j in pending if self.state(j) == "RUNNING"]
+            size = self.idle_cpus() + len(running)
             hog = (
                 self.run(
                     "sbatch",
@@ -279,11 +283,6 @@ class SlurmCluster:
             )
             hogs.append(hog)
             with contextlib.suppress(AssertionError):
-                wait_for(
-                    lambda: all(self.state(j) == "PREEMPTED" for j in job_ids),
-                    "the preemption",
-                    5,
-                    0.2,
-                )
+                wait_for(lambda: all(self.state(j) == "PREEMPTED" for j in job_ids), "the preemption", 5, 0.2)
             self.run("scancel", hog, check=False)
         return hogs

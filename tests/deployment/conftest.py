@@ -186,6 +186,8 @@ def runner(stage: Stage, request: pytest.FixtureRequest) -> Iterator[Runner]:
         yield scenarios
     finally:
         scenarios.close()
+        if os.environ.get("PATHWAYS_DEPLOYMENT_CPU_REPORT") == "1":
+            print("\nscenarios done after (s):", dict(sorted(scenarios.took.items(), key=lambda kv: kv[1])))
 
 
 @pytest.fixture

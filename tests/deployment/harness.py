@@ -420,10 +420,28 @@ class Airflow:
         return seen[0]
 
     def mark_task_failed(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> None:
-        """Set the task instance's state to failed through the API, as a user in the UI does."""
-        ref = RunRef(dag_id, run_id)
-        suffix = f"/{map_index}" if map_index >= 0 else ""
-        self.api.patch(f"{ref.path}/taskInstances/{_q(task_id)}{suffix}", {"new_state": "failed"})
+        """Set the task instance's state to failed through the API, as a user in the UI does.
+
+        Not while a triggerer is being killed: a deferred task is marked failed while a live
+        triggerer runs its trigger (a user acting while no triggerer holds it is another story).
+        """
+        with self._triggerer_lock:
+            if self.task_instance(dag_id, run_id, task_id, map_index)["state"] == "deferred":
+                self.wait_ti(
+                    dag_id,
+                    run_id,
+                    task_id,
+                    "deferred on a live triggerer",
+                    lambda t: (
+                        t["state"] != "deferred"
+                        or (t.get("triggerer_job") or {}).get("id") not in (None, *self.killed_triggerer_jobs)
+                    ),
+                    120,
+                    map_index,
+                )
+            ref = RunRef(dag_id, run_id)
+            suffix = f"/{map_index}" if map_index >= 0 else ""
+            self.api.patch(f"{ref.path}/taskInstances/{_q(task_id)}{suffix}", {"new_state": "failed"})
 
     # ---- breaking things --------------------------------------------------------------------------
 

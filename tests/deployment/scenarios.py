@@ -171,6 +171,8 @@ class Runner:
                 drills.setdefault(drill, set()).add(name)
         for drill, parties in drills.items():
             stage.drills[drill] = stage.make_drill(drill, parties)
+        self.started = time.monotonic()
+        self.took: dict[str, float] = {}
         self._pool = ThreadPoolExecutor(max_workers=max(len(names), 1), thread_name_prefix="scenario")
         self.futures: dict[str, Future[Any]] = {name: self._pool.submit(self._run, name) for name in names}
 
@@ -179,6 +181,7 @@ class Runner:
         try:
             return registered.fn(self.stage, name=name, **registered.params)
         finally:
+            self.took[name] = round(time.monotonic() - self.started)
             if registered.drill is not None:
                 self.stage.drills[registered.drill].leave(name)
 
