@@ -1,4 +1,4 @@
-"""Transport-independent model of a Slurm job: parsing of slurmrestd JSON (v0.0.38 to v0.0.44) and
+"""Transport-independent model of a Slurm job: parsing of slurmrestd JSON (v0.0.38 to v0.0.45) and
 ``scontrol -o show job`` text, submission input validation, and the one mapping of a job to an outcome.
 
 Standard library only (``airflow_provider_pathways.failures`` is imported lazily by :func:`job_outcome`),
@@ -7,9 +7,12 @@ so importing this module is fast and pulls in neither Airflow nor any network li
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import re
 import shlex
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
@@ -152,6 +155,9 @@ class SlurmJob:
     std_out: str | None = None
     work_dir: str | None = None
     partition: str | None = None
+    #: Who reported the job: ``slurmctld`` (it still knows the job) or ``accounting`` (slurmdbd,
+    #: after slurmctld forgot the finished job, MinJobAge later).
+    source: str = "slurmctld"
 
     @property
     def terminal(self) -> bool:
@@ -206,14 +212,20 @@ def job_outcome(job: SlurmJob) -> tuple[JobOutcome, FailureClass | None, str]:
     """Map a job to ``(outcome, failure class, message)``; the only place this mapping lives.
 
     * ``COMPLETED`` → SUCCEEDED.
+    * A launch failure: the program never started (reason ``JobLaunchFailure``, 22.05; or, 24.11
+      and later, an exit "signal" that is a slurmd error code, ``0:53`` for ``ESLURMD_IO_ERROR``
+      when the output file cannot be opened; see :data:`SLURMD_LAUNCH_ERRORS`) → FAILED,
+      ``INFRASTRUCTURE``.
     * ``FAILED`` (``NonZeroExitCode``, ``RaisedSignal``), ``OUT_OF_MEMORY`` and ``SPECIAL_EXIT`` →
       FAILED, ``USER_PROGRAM_FAILED``; the message has the exit code or signal. A ``FAILED`` job
-      with another reason (e.g. a launch failure) → FAILED, ``UNKNOWN``.
-    * ``PREEMPTED``, ``NODE_FAIL``, ``BOOT_FAIL`` → FAILED, ``PREEMPTED``.
-    * A requeued job that waits to run again (flag ``REQUEUED``, or ``PENDING`` with restarts) →
-      **ACTIVE with** ``PREEMPTED``: Slurm will run it again under the same id, so it is not a
-      failure, but the class and message report the preemption. A requeued job that runs again
-      is plain ACTIVE (the message counts the restarts).
+      with another reason → FAILED, ``UNKNOWN``.
+    * ``PREEMPTED`` → FAILED, ``PREEMPTED``.
+    * ``NODE_FAIL`` (a job that may not be requeued lost its node), ``BOOT_FAIL`` → FAILED,
+      ``INFRASTRUCTURE``.
+    * A requeued job that waits to run again (flag ``REQUEUED``, or ``PENDING`` with restarts, or
+      ``COMPLETING`` on its way back to ``PENDING``) → **ACTIVE with** ``PREEMPTED``: Slurm will run
+      it again under the same id, so it is not an end, but the class and message report the
+      preemption. A requeued job that runs again is plain ACTIVE (the message counts the restarts).
     * ``TIMEOUT``, ``CANCELLED``, ``DEADLINE``, ``REVOKED`` → FAILED, ``UNKNOWN`` with the reason.
     * Everything else (``PENDING``, ``RUNNING``, ``SUSPENDED``, ``CONFIGURING``, ``COMPLETING``,
       unknown states) → ACTIVE, no class.
@@ -225,6 +237,14 @@ def job_outcome(job: SlurmJob) -> tuple[JobOutcome, FailureClass | None, str]:
     state = job.state
     if state == "COMPLETED":
         return JobOutcome.SUCCEEDED, None, f"{label} completed"
+    launch_error = launch_failure(job)
+    if launch_error is not None:
+        return (
+            JobOutcome.FAILED,
+            FailureClass.INFRASTRUCTURE,
+            f"{label} never started its program: the cluster failed to launch it ({launch_error}; "
+            f"{state}, exit code {job.exit_code}:{job.exit_signal}){because}",
+        )
     if state in ("FAILED", "OUT_OF_MEMORY", "SPECIAL_EXIT"):
         exit_text = _exit_text(job)
         if state == "OUT_OF_MEMORY":
@@ -240,13 +260,11 @@ def job_outcome(job: SlurmJob) -> tuple[JobOutcome, FailureClass | None, str]:
                 f"{label} failed{because}, {exit_text}",
             )
         return JobOutcome.FAILED, FailureClass.UNKNOWN, f"{label} failed{because}, {exit_text}"
-    if state in ("PREEMPTED", "NODE_FAIL", "BOOT_FAIL"):
-        what = {
-            "PREEMPTED": "was preempted",
-            "NODE_FAIL": "lost its node",
-            "BOOT_FAIL": "could not boot its node",
-        }
-        return JobOutcome.FAILED, FailureClass.PREEMPTED, f"{label} {what[state]} ({state}){because}"
+    if state == "PREEMPTED":
+        return JobOutcome.FAILED, FailureClass.PREEMPTED, f"{label} was preempted (PREEMPTED){because}"
+    if state in ("NODE_FAIL", "BOOT_FAIL"):
+        what = "lost its node" if state == "NODE_FAIL" else "could not boot its node"
+        return JobOutcome.FAILED, FailureClass.INFRASTRUCTURE, f"{label} {what} ({state}){because}"
     if state == "TIMEOUT":
         return JobOutcome.FAILED, FailureClass.UNKNOWN, f"{label} reached its time limit (TIMEOUT){because}"
     if state == "CANCELLED":
@@ -264,6 +282,51 @@ def job_outcome(job: SlurmJob) -> tuple[JobOutcome, FailureClass | None, str]:
     if state not in ACTIVE_STATES:
         return JobOutcome.ACTIVE, None, f"{label} is in unknown Slurm state {state}{because}{restarted}"
     return JobOutcome.ACTIVE, None, f"{label} is {state}{because}{restarted}"
+
+
+#: slurmd's errors for a batch job it could not launch (``slurm/slurm_errno.h``, the same numbers
+#: in 22.05, 24.11 and 26.05). slurmctld stores such an error as the job's wait status, which reads
+#: back as "exit code 0, signal error & 0x7f" (``ExitCode=0:53`` for ESLURMD_IO_ERROR = 4021).
+SLURMD_LAUNCH_ERRORS = {
+    4004: "ESLURMD_INVALID_JOB_CREDENTIAL",
+    4005: "ESLURMD_UID_NOT_FOUND",
+    4006: "ESLURMD_GID_NOT_FOUND",
+    4007: "ESLURMD_CREDENTIAL_EXPIRED",
+    4008: "ESLURMD_CREDENTIAL_REVOKED",
+    4009: "ESLURMD_CREDENTIAL_REPLAYED",
+    4010: "ESLURMD_CREATE_BATCH_DIR_ERROR",
+    4011: "ESLURMD_MODIFY_BATCH_DIR_ERROR",
+    4012: "ESLURMD_CREATE_BATCH_SCRIPT_ERROR",
+    4013: "ESLURMD_MODIFY_BATCH_SCRIPT_ERROR",
+    4014: "ESLURMD_SETUP_ENVIRONMENT_ERROR",
+    4015: "ESLURMD_SHARED_MEMORY_ERROR",
+    4016: "ESLURMD_SET_UID_OR_GID_ERROR",
+    4017: "ESLURMD_SET_SID_ERROR",
+    4018: "ESLURMD_CANNOT_SPAWN_IO_THREAD",
+    4019: "ESLURMD_FORK_FAILED",
+    4020: "ESLURMD_EXECVE_FAILED",
+    4021: "ESLURMD_IO_ERROR: the job's output or error file could not be opened",
+    4022: "ESLURMD_PROLOG_FAILED",
+    4031: "ESLURMD_CONTAINER_RUNTIME_INVALID",
+    4032: "ESLURMD_CPU_BIND_ERROR",
+    4033: "ESLURMD_CPU_LAYOUT_ERROR",
+}
+_LAUNCH_SIGNALS = {code & 0x7F: name for code, name in SLURMD_LAUNCH_ERRORS.items()}
+
+
+def launch_failure(job: SlurmJob) -> str | None:
+    """What kept an ended job's program from starting, or None. The evidence is an exit "signal"
+    that is a slurmd launch error (all versions; 24.11 and later call it ``RaisedSignal:53``).
+    22.05's reason ``JobLaunchFailure`` alone is not: it also gives it to a batch script killed by a
+    signal (``kill -9 $$``: JobLaunchFailure, ExitCode=0:9, seen on the sandbox), so it counts only
+    without any exit code or signal."""
+    if not job.terminal or job.state == "COMPLETED":
+        return None
+    if job.exit_code in (0, None) and job.exit_signal in _LAUNCH_SIGNALS:
+        return _LAUNCH_SIGNALS[job.exit_signal]
+    if job.reason == "JobLaunchFailure" and not job.exit_code and not job.exit_signal:
+        return "JobLaunchFailure"
+    return None
 
 
 def _user_failure(job: SlurmJob) -> bool:
@@ -290,7 +353,10 @@ def normalize_state(raw: str | Sequence[str] | None, *, restarts: int = 0) -> tu
 
     Phase flags (``COMPLETING``, ``CONFIGURING`` ...) become the state, as ``scontrol`` shows them;
     ``REQUEUED``-like states become ``PENDING`` plus the flag; a ``PENDING`` job with restarts gets
-    the ``REQUEUED`` flag (what v0.0.40+ would report and 22.05 does not).
+    the ``REQUEUED`` flag (22.05 to 26.05 do not report one for a job waiting after a requeue).
+    ``PENDING`` with ``COMPLETING`` is a job on its way back into the queue (preempted with
+    ``PreemptMode=REQUEUE``, ``scontrol requeue``, node failure; seen on 24.11 and 26.05 for about a
+    second): ``COMPLETING`` with the ``REQUEUED`` flag, never an end.
     """
     if raw is None:
         items: list[str] = []
@@ -302,6 +368,8 @@ def normalize_state(raw: str | Sequence[str] | None, *, restarts: int = 0) -> tu
     base = next((item for item in items if item in _BASE_STATES), None)
     flags = {item for item in items if item != base}
     state = base
+    if base == "PENDING" and "COMPLETING" in flags:
+        flags.add("REQUEUED")
     for phase in _PHASE_FLAGS:
         if phase in flags:
             state = phase
@@ -371,6 +439,8 @@ def _exit(value: Any) -> tuple[int | None, int | None]:
             signal = _number(signal_info.get("id", signal_info.get("signal_id")))
         elif signal_info is not None:
             signal = _number(signal_info)
+        if return_code is None and signal:  # "SIGNALED" leaves return_code unset: 0, as scontrol shows
+            return_code = 0
         return return_code, signal or 0
     return decode_wait_status(_number(value))
 
@@ -548,10 +618,23 @@ def _rest_records(record: Mapping[str, Any]) -> list[SlurmJob]:
             user=user,
             node=node,
         )
+        if len(task_ids) > 1:
+            std_out = _pending_task_path(std_out, task_id)
         if work_dir and not std_out.startswith("/"):
             std_out = os.path.join(work_dir, std_out)
         jobs.append(_finish(array_task_id=task_id, std_out=std_out, **common))
     return jobs
+
+
+# slurmctld 24.11+ expands the output path of a record that stands for pending array tasks with
+# NO_VAL as the task id ("slice-12_4294967294.out"); each task's own file has its id there.
+_NO_VAL_TASK = "_4294967294"
+
+
+def _pending_task_path(path: str, task_id: int | None) -> str:
+    if task_id is None or _NO_VAL_TASK not in path:
+        return path
+    return path.replace(_NO_VAL_TASK, f"_{task_id}")
 
 
 def _first_node(node_list: str | None) -> str | None:
@@ -607,14 +690,212 @@ def api_version_number(version: str) -> int:
     return int(match.group(1))
 
 
-SUPPORTED_API_VERSIONS = tuple(f"v0.0.{n}" for n in range(44, 37, -1))  # newest first
+#: slurmrestd API versions the provider speaks, newest first: v0.0.38 (Slurm 22.05) to v0.0.45 (26.05).
+SUPPORTED_API_VERSIONS = tuple(f"v0.0.{n}" for n in range(45, 37, -1))
+SUPPORTED_API_RANGE = f"{SUPPORTED_API_VERSIONS[-1]}..{SUPPORTED_API_VERSIONS[0]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Accounting (slurmdbd): what the cluster still knows once slurmctld forgot a job
+# ---------------------------------------------------------------------------------------------
+
+#: ``sacct`` fields the SSH transport asks for, in this order (``--format``); JobName, Comment and
+#: the paths may contain anything but the field separator below.
+SACCT_FIELDS = (
+    "JobIDRaw",
+    "JobID",
+    "State",
+    "ExitCode",
+    "Reason",
+    "Restarts",
+    "Submit",
+    "Start",
+    "End",
+    "Partition",
+    "NodeList",
+    "WorkDir",
+    "StdOut",
+    "User",
+    "JobName",
+    "Comment",
+)
+#: ``sacct --delimiter``: a control character no job name or path contains in practice.
+SACCT_DELIMITER = "\x1f"
+_SACCT_JOB_ID = re.compile(r"([0-9]+)(?:_([0-9]+|\[[^\]]*\]))?(?:\+[0-9]+)?", re.ASCII)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def jobs_from_slurmdb(payload: Mapping[str, Any]) -> list[SlurmJob]:
+    """Every record of a ``GET /slurmdb/vX/job/{id}`` answer: one per attempt of a requeued job
+    (Slurm 24.11 returns the first attempt as ``PENDING``/``REQUEUED`` with restarts 0 and the
+    last one with the true end), marked ``source="accounting"``."""
+    jobs = []
+    for record in payload.get("jobs") or []:
+        if not isinstance(record, Mapping):
+            continue
+        job_id = _number(record.get("job_id"))
+        if job_id is None:
+            continue
+        state, times, array = (_mapping(record.get(key)) for key in ("state", "time", "array"))
+        comment = record.get("comment")
+        if isinstance(comment, Mapping):
+            comment = comment.get("job")
+        exit_code, exit_signal = _exit(record.get("exit_code"))
+        array_job_id = _number(array.get("job_id"))
+        array_task_id = _number(array.get("task_id"))
+        name = str(record.get("name") or "")
+        work_dir = _text(record.get("working_directory"))
+        std_out = _text(record.get("stdout_expanded")) or _text(record.get("stdout"))
+        if std_out is not None and "%" in std_out:
+            std_out = expand_output_pattern(
+                std_out,
+                job_id=job_id,
+                array_job_id=array_job_id or None,
+                array_task_id=array_task_id,
+                name=name,
+                user=_text(record.get("user")),
+                node=_first_node(_text(record.get("nodes"))),
+            )
+        if std_out and work_dir and not std_out.startswith("/"):
+            std_out = os.path.join(work_dir, std_out)
+        job = _finish(
+            job_id=job_id,
+            name=name,
+            raw_state=state.get("current"),
+            reason=_text(state.get("reason")),
+            exit_code=exit_code,
+            exit_signal=exit_signal,
+            restarts=_number(record.get("restart_cnt")) or 0,
+            array_job_id=array_job_id,
+            array_task_id=array_task_id,
+            node_list=_text(record.get("nodes")),
+            start_time=_timestamp(times.get("start")),
+            submit_time=_timestamp(times.get("submission")),
+            end_time=_timestamp(times.get("end")),
+            comment=_text(comment),
+            std_out=std_out,
+            work_dir=work_dir,
+            partition=_text(record.get("partition")),
+        )
+        jobs.append(dataclasses.replace(job, source="accounting"))
+    return jobs
+
+
+def _sacct_state(text: str) -> str:
+    """``CANCELLED by 0`` → ``CANCELLED``."""
+    return text.split(" ", 1)[0] if text else text
+
+
+def jobs_from_sacct(text: str) -> list[SlurmJob]:
+    """The job records of ``sacct -P -n --delimiter=<SACCT_DELIMITER> --format=<SACCT_FIELDS>``
+    output, with ``SLURM_TIME_FORMAT=%s``; step lines (``123.batch``) are skipped. Without ``-X``
+    and with ``-D`` sacct lists every attempt of a requeued job (the first one ``REQUEUED``, the
+    last one with the true end), marked ``source="accounting"``."""
+    jobs = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        values = line.split(SACCT_DELIMITER)
+        if len(values) < len(SACCT_FIELDS):
+            continue
+        if len(values) > len(SACCT_FIELDS):  # a Comment that contains the separator
+            values = [*values[: len(SACCT_FIELDS) - 1], SACCT_DELIMITER.join(values[len(SACCT_FIELDS) - 1 :])]
+        f = dict(zip(SACCT_FIELDS, values, strict=True))
+        raw_id = f["JobIDRaw"]
+        if not raw_id.isascii() or not raw_id.isdigit():
+            continue  # a step: 123.batch, 123.extern, 123.0
+        display = _SACCT_JOB_ID.fullmatch(f["JobID"])
+        array_job_id: int | None = None
+        task_ids: list[int | None] = [None]
+        if display and display.group(2):
+            array_job_id = int(display.group(1))
+            task = display.group(2)
+            task_ids = [int(task)] if task.isdigit() else ([*expand_task_ids(task.strip("[]"))] or [None])
+        exit_code, exit_signal = _scontrol_exit(f["ExitCode"])
+        job_id = int(raw_id)
+        name = f["JobName"]
+        work_dir = _text(f["WorkDir"])
+        for task_id in task_ids:
+            std_out = _text(f["StdOut"])
+            if std_out is not None and "%" in std_out:
+                std_out = expand_output_pattern(
+                    std_out,
+                    job_id=job_id,
+                    array_job_id=array_job_id,
+                    array_task_id=task_id,
+                    name=name,
+                    user=_text(f["User"]),
+                    node=_first_node(_text(f["NodeList"])),
+                )
+            if std_out and work_dir and not std_out.startswith("/"):
+                std_out = os.path.join(work_dir, std_out)
+            job = _finish(
+                job_id=job_id,
+                name=name,
+                raw_state=_sacct_state(f["State"]),
+                reason=_text(f["Reason"]),
+                exit_code=exit_code,
+                exit_signal=exit_signal,
+                restarts=_number(f["Restarts"]) or 0,
+                array_job_id=array_job_id,
+                array_task_id=task_id,
+                node_list=_text(f["NodeList"]) if f["NodeList"] != "None assigned" else None,
+                start_time=_scontrol_time(f["Start"]),
+                submit_time=_scontrol_time(f["Submit"]),
+                end_time=_scontrol_time(f["End"]),
+                comment=_text(f["Comment"]),
+                std_out=std_out,
+                work_dir=work_dir,
+                partition=_text(f["Partition"]),
+            )
+            jobs.append(dataclasses.replace(job, source="accounting"))
+    return jobs
+
+
+def latest_attempts(jobs: Iterable[SlurmJob]) -> list[SlurmJob]:
+    """One record per job (array task), its last attempt: accounting keeps one record per run of a
+    requeued job, and only the last one has the true end. Order of first appearance is kept."""
+    latest: dict[tuple[int, int | None], SlurmJob] = {}
+
+    def rank(job: SlurmJob) -> tuple[int, float, float]:
+        submitted = job.submit_time.timestamp() if job.submit_time else 0.0
+        started = job.start_time.timestamp() if job.start_time else 0.0
+        return job.restarts, submitted, started
+
+    for job in jobs:
+        key = (job.job_id, job.array_task_id)
+        if key not in latest or rank(job) >= rank(latest[key]):
+            latest[key] = job
+    return list(latest.values())
+
+
+class SlurmJobLost(SlurmError):
+    """A job this caller submitted is gone: slurmctld no longer knows it (MinJobAge after its end,
+    300 s by default) and the cluster keeps no accounting, or accounting has no record of it. Its
+    end is unknown; callers treat it as an infrastructure failure, never as success."""
+
+    failure_class = "infrastructure"
+
+    def __init__(self, job_id: int, *, accounting: bool) -> None:
+        where = (
+            "and accounting (slurmdbd) has no record of it"
+            if accounting
+            else "and the cluster keeps no accounting"
+        )
+        super().__init__(f"job {job_id} is no longer known to slurmctld {where}; its end is unknown")
+        self.job_id = job_id
+        self.accounting = accounting
 
 
 # ---------------------------------------------------------------------------------------------
 # scontrol -o show job
 # ---------------------------------------------------------------------------------------------
 
-# Keys ``scontrol show job`` prints (22.05 to 25.x). Inside a free-text value only these end it.
+# Keys ``scontrol show job`` prints (22.05 to 26.05; 24.11 adds ReqTRES, AllocTRES, FailedNode, 26.05
+# Exclusive and SubmitLine). Inside a free-text value only these end it.
 _SCONTROL_KEYS = frozenset(
     """JobId ArrayJobId ArrayTaskId ArrayTaskThrottle HetJobId HetJobOffset HetJobIdSet JobName UserId
     GroupId MCS_label Priority Nice Account QOS WCKey JobState Reason Dependency Requeue Restarts
@@ -628,12 +909,13 @@ _SCONTROL_KEYS = frozenset(
     TresPerTask TresPerJob TresPerSocket CpusPerTres MemPerTres TresBind TresFreq NtasksPerTRES
     Container ContainerID Extra BurstBuffer BurstBufferState CpuFreqMin CpuFreqMax CpuFreqGov
     Switches Wait-for-Switch KillOInInvalidDependent CronJob CrontabSpec CrontabFailed Segment
-    OOMKillStep SelinuxContext ResvPorts StepMgrEnabled TimeMinimum""".split()  # noqa: SIM905
+    OOMKillStep SelinuxContext ResvPorts StepMgrEnabled TimeMinimum ReqTRES AllocTRES FailedNode
+    Exclusive SubmitLine""".split()  # noqa: SIM905
 )
 # Values that may contain spaces (names, comments, paths); scontrol turns spaces in Reason into "_".
 _FREE_TEXT_KEYS = frozenset(
     {"JobName", "Comment", "AdminComment", "SystemComment", "WorkDir", "StdErr", "StdIn", "StdOut"}
-    | {"Command", "Extra", "Container", "Features", "Prefer", "MailUser"}
+    | {"Command", "Extra", "Container", "Features", "Prefer", "MailUser", "SubmitLine"}
 )
 _KEY_AT = re.compile(r"(?:(?<=\s)|^)([A-Za-z][A-Za-z0-9_:/\-]*)=")
 
@@ -720,6 +1002,13 @@ def _scontrol_records(f: Mapping[str, str]) -> list[SlurmJob]:
         "work_dir": _text(f.get("WorkDir")),
         "partition": _text(f.get("Partition")),
     }
+    if len(task_ids) > 1 and common["std_out"]:
+        return [
+            _finish(
+                array_task_id=task_id, **{**common, "std_out": _pending_task_path(common["std_out"], task_id)}
+            )
+            for task_id in task_ids
+        ]
     return [_finish(array_task_id=task_id, **common) for task_id in task_ids]
 
 
@@ -728,10 +1017,10 @@ def _scontrol_records(f: Mapping[str, str]) -> list[SlurmJob]:
 # ---------------------------------------------------------------------------------------------
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ARRAY_SPEC = re.compile(r"\d+(-\d+(:\d+)?)?(,\d+(-\d+(:\d+)?)?)*(%\d+)?")
+_ARRAY_SPEC = re.compile(r"[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*(%[0-9]+)?")
 _SIMPLE_NAME = re.compile(r"[A-Za-z0-9_.,+@-]+")
 _OPTION_NAME = re.compile(r"[a-z][a-z0-9-]*")
-_TIME_LIMIT = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+_TIME_LIMIT = re.compile(r"(?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?")
 DEFAULT_JOB_NAME = "airflow-slurm-job"
 # sbatch options that have their own parameter or that the hook controls.
 _RESERVED_OPTIONS = frozenset(
@@ -751,7 +1040,7 @@ def parse_time_limit(value: str | int) -> int | None:
         if value <= 0:
             raise ValueError(f"time_limit must be a positive number of minutes, got {value}")
         return value
-    text = str(value).strip()
+    text = str(value)
     if text.upper() in ("UNLIMITED", "INFINITE"):
         return None
     match = _TIME_LIMIT.fullmatch(text)
@@ -845,7 +1134,7 @@ class SubmitRequest:
         limit_minutes: int | None = None
         if time_limit is not None:
             limit_minutes = parse_time_limit(time_limit)
-            limit_text = str(time_limit).strip() if isinstance(time_limit, str) else str(time_limit)
+            limit_text = str(time_limit)
         env = dict(environment or {})
         for key, value in env.items():
             if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
@@ -876,6 +1165,8 @@ class SubmitRequest:
             if not isinstance(value, str):
                 raise TypeError(f"extra_options[{key!r}] must be a string ('' for a flag)")
             _check_str(f"extra_options[{key!r}]", value)
+            if key in MAPPED_OPTIONS:
+                check_option(key, value)
         return cls(
             script=script,
             script_path=script_path,
@@ -942,8 +1233,7 @@ class SubmitRequest:
             args.append("--open-mode=truncate")
         elif "open-mode" not in directives:
             args.append("--open-mode=append")
-        for key, value in self.extra_options.items():
-            args.append(f"--{key}={value}" if value != "" else f"--{key}")
+        args += sbatch_option_args(self.extra_options)
         return args
 
     def with_directives(self, directives: Mapping[str, str]) -> tuple[SubmitRequest, list[str]]:
@@ -963,7 +1253,7 @@ class SubmitRequest:
             elif target is not None:
                 if kwargs[target] is None:
                     kwargs[target] = value
-            elif name in _DIRECTIVE_EXTRA_OPTIONS:
+            elif name in MAPPED_OPTIONS:
                 kwargs["extra_options"].setdefault(name, value)
             else:
                 ignored.append(f"--{name}")
@@ -991,7 +1281,8 @@ _SHORT_OPTIONS = {
     "d": "dependency",
     "H": "hold",
 }
-_FLAG_OPTIONS = frozenset({"requeue", "no-requeue", "hold"})
+# Options without a value (a value only with "=": --exclusive=user).
+_FLAG_OPTIONS = frozenset({"requeue", "no-requeue", "hold", "exclusive"})
 _DIRECTIVE_FIELDS = {
     "job-name": "job_name",
     "partition": "partition",
@@ -1007,8 +1298,6 @@ _DIRECTIVE_FIELDS = {
     "no-requeue": "requeue",
     "open-mode": "open_mode_append",
 }
-# Directives passed to slurmrestd as job fields (see rest_submit_body); others are reported.
-_DIRECTIVE_EXTRA_OPTIONS = frozenset({"cpus-per-task", "ntasks", "constraint", "dependency", "hold"})
 
 
 def parse_sbatch_directives(script_head: str) -> dict[str, str]:
@@ -1069,19 +1358,238 @@ def sbatch_directives(script_head: str) -> list[str]:
     return directives
 
 
-_REST_OPTION_NAMES = {
-    "ntasks": "tasks",
-    "mem": "memory_per_node",
-    "mem-per-cpu": "memory_per_cpu",
-    "constraint": "constraints",
-    "ntasks-per-node": "tasks_per_node",
-    "gpus-per-node": "gpus_per_node",
-    "exclusive": "exclusive",
+# ---------------------------------------------------------------------------------------------
+# sbatch options: checked once, mapped per transport and slurmrestd API version
+# ---------------------------------------------------------------------------------------------
+
+_A = re.ASCII
+_DEPENDENCY_TYPES = "after|afterany|afterburstbuffer|aftercorr|afternotok|afterok"
+_DEPENDENCY_ITEM = rf"(?:(?:{_DEPENDENCY_TYPES})(?::[0-9]+(?:_[0-9]+)?(?:\+[0-9]+)?)+|singleton)"
+_OPTION_VALUES: dict[str, re.Pattern[str]] = {
+    # sbatch(1) and src/common/slurm_opt.c / proc_args.c of Slurm 22.05 to 26.05.
+    "dependency": re.compile(
+        rf"{_DEPENDENCY_ITEM}(?:,{_DEPENDENCY_ITEM})*|{_DEPENDENCY_ITEM}(?:\?{_DEPENDENCY_ITEM})+", _A
+    ),
+    "exclusive": re.compile(r"|user|mcs|topo", _A),
+    "nodes": re.compile(r"[1-9][0-9]*(?:-[1-9][0-9]*)?", _A),
+    "ntasks": re.compile(r"[1-9][0-9]*", _A),
+    "cpus-per-task": re.compile(r"[1-9][0-9]*", _A),
+    "ntasks-per-node": re.compile(r"[1-9][0-9]*", _A),
+    "mem": re.compile(r"[0-9]+[KMGTkmgt]?", _A),  # str_to_mbytes: MB by default, K rounded up
+    "mem-per-cpu": re.compile(r"[0-9]+[KMGTkmgt]?", _A),
+    "gres": re.compile(
+        r"none|(?:gres/)?[A-Za-z][A-Za-z0-9_.-]*(?::[A-Za-z0-9_.-]+)*(?:,(?:gres/)?[A-Za-z][A-Za-z0-9_.-]*(?::[A-Za-z0-9_.-]+)*)*",
+        _A,
+    ),
+    "constraint": re.compile(r"[A-Za-z0-9_.:*&|!()\[\]-]+", _A),
+    "reservation": re.compile(r"[A-Za-z0-9_.+@-]+(?:,[A-Za-z0-9_.+@-]+)*", _A),
+    "hold": re.compile(r"", _A),
 }
-# v0.0.39+ fields that are {set, infinite, number} objects.
-_REST_NUMBER_FIELDS = frozenset(
-    {"tasks", "cpus_per_task", "memory_per_node", "memory_per_cpu", "tasks_per_node", "time_minimum", "nice"}
+#: Signal names sbatch knows (proc_args.c ``signals_mapping``), with or without ``SIG``, any case.
+SIGNAL_NAMES = {
+    "HUP": 1, "INT": 2, "QUIT": 3, "ABRT": 6, "KILL": 9, "USR1": 10, "USR2": 12, "PIPE": 13, "ALRM": 14,
+    "TERM": 15, "CHLD": 17, "CONT": 18, "STOP": 19, "TSTP": 20, "TTIN": 21, "TTOU": 22, "URG": 23, "XCPU": 24,
+}  # fmt: skip
+_SIGNAL = re.compile(r"(?:(B|R|BR|RB):)?(?:SIG)?([A-Z][A-Z0-9]*|[0-9]+)(?:@([0-9]+))?", _A | re.IGNORECASE)
+_BEGIN_RELATIVE = re.compile(
+    r"now(?:\+([0-9]+)(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?|w|weeks?)?)?", _A
 )
+_BEGIN_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
+_BEGIN_UNITS |= {"w": 604800, "week": 604800, "second": 1, "minute": 60, "secs": 1, "mins": 60}
+#: sbatch options the hook maps to every transport and API version (or refuses before submission
+#: when one version cannot express a value); more pass through to ``sbatch`` over SSH only.
+MAPPED_OPTIONS = frozenset({*_OPTION_VALUES, "begin", "signal"})
+# A job record's option value after checking: what each transport needs.
+_MEM = re.compile(r"([0-9]+)([KMGTkmgt]?)", _A)
+
+
+@dataclass(frozen=True)
+class Signal:
+    """``--signal=[{R|B}:]<sig>[@<sig_time>]``: which signal, how long before the end, to whom."""
+
+    number: int
+    name: str
+    seconds: int = 60
+    batch_only: bool = False
+    reservation: bool = False
+
+    @property
+    def sbatch(self) -> str:
+        prefix = ("B" if self.batch_only else "") + ("R" if self.reservation else "")
+        return f"{prefix}{':' if prefix else ''}{self.name}@{self.seconds}"
+
+
+def parse_signal(value: str) -> Signal:
+    """A ``--signal`` value as sbatch reads it (``get_signal_opts`` in proc_args.c): a signal name
+    or number from 1 to 64, sent ``sig_time`` seconds (default 60, at most 65535) before the end."""
+    match = _SIGNAL.fullmatch(value)
+    if not match:
+        raise ValueError(f"signal {value!r} is not [{{B|R}}:]<signal>[@<seconds>] (e.g. 'B:USR1@300')")
+    scope, signal, seconds = match.groups()
+    if signal.isdigit():
+        number = int(signal)
+        if not 1 <= number <= 64:
+            raise ValueError(f"signal {value!r}: signal numbers go from 1 to 64")
+        name = next((k for k, v in SIGNAL_NAMES.items() if v == number), str(number))
+    else:
+        name = signal.upper()
+        if name not in SIGNAL_NAMES:
+            raise ValueError(f"signal {value!r}: unknown signal name (known: {', '.join(SIGNAL_NAMES)})")
+        number = SIGNAL_NAMES[name]
+    delay = int(seconds) if seconds is not None else 60
+    if delay > 0xFFFF:
+        raise ValueError(f"signal {value!r}: at most 65535 seconds before the end")
+    scope = (scope or "").upper()
+    return Signal(number, name, delay, batch_only="B" in scope, reservation="R" in scope)
+
+
+def parse_begin(value: str, now: float | None = None) -> float:
+    """Epoch seconds of a ``--begin`` value: ``now``, ``now+N[unit]`` (seconds by default; units
+    seconds, minutes, hours, days, weeks) or an ISO 8601 time with its UTC offset
+    (``2026-01-01T10:00:00+00:00``; without an offset the cluster's time zone would decide, so it is
+    refused)."""
+    now = time.time() if now is None else now
+    match = _BEGIN_RELATIVE.fullmatch(value)
+    if match:
+        count, unit = match.groups()
+        if count is None:
+            return now
+        unit = (unit or "s").rstrip("s") or "s"
+        return now + int(count) * _BEGIN_UNITS.get(unit, _BEGIN_UNITS.get(unit + "s", 1))
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        moment = None
+    if moment is None or not re.fullmatch(r"[0-9T:.+Z -]+", value, _A):
+        raise ValueError(
+            f"begin {value!r} is not 'now', 'now+<N>[seconds|minutes|hours|days|weeks]' or an ISO 8601 "
+            "time with a UTC offset (e.g. '2026-01-01T10:00:00+00:00')"
+        )
+    if moment.tzinfo is None:
+        raise ValueError(
+            f"begin {value!r} has no UTC offset: the cluster's time zone would decide; add one "
+            "(e.g. '+00:00')"
+        )
+    return moment.timestamp()
+
+
+def check_option(name: str, value: str) -> None:
+    """Refuse a bad value of a mapped sbatch option, naming the option (before any submission)."""
+    if name == "begin":
+        parse_begin(value)
+    elif name == "signal":
+        parse_signal(value)
+    elif name in _OPTION_VALUES and not _OPTION_VALUES[name].fullmatch(value):
+        shown = "a flag ('')" if name == "hold" else "not valid"
+        raise ValueError(f"extra_options[{name!r}] = {value!r} is {shown} for sbatch --{name}")
+
+
+def _mbytes(value: str) -> int:
+    """``str_to_mbytes``: MB by default, K rounded up, G and T multiplied."""
+    match = _MEM.fullmatch(value)
+    if not match:
+        raise ValueError(f"{value!r} is not a memory size")
+    number, unit = int(match.group(1)), match.group(2).upper()
+    if unit == "K":
+        return -(-number // 1024)
+    return number * {"": 1, "M": 1, "G": 1024, "T": 1024 * 1024}[unit]
+
+
+def sbatch_option_args(options: Mapping[str, str], *, now: float | None = None) -> list[str]:
+    """``--name=value`` arguments for sbatch; ``begin`` becomes ``now+<seconds>`` (an absolute time
+    needs no time zone on the login node), ``signal`` its canonical form."""
+    args = []
+    for key, value in options.items():
+        if key == "begin":
+            delay = max(0, math.ceil(parse_begin(value, now) - (time.time() if now is None else now)))
+            value = f"now+{delay}" if delay else "now"
+        elif key == "signal":
+            value = parse_signal(value).sbatch
+        args.append(f"--{key}={value}" if value != "" else f"--{key}")
+    return args
+
+
+def rest_option_fields(
+    options: Mapping[str, str], api_version: str, *, now: float | None = None
+) -> dict[str, Any]:
+    """Job fields of ``POST /slurm/vX/job/submit`` for the mapped sbatch options, as that API
+    version's job description names them (the served OpenAPI documents of Slurm 22.05: v0.0.38
+    takes sbatch's own option strings; 24.11 and 26.05: v0.0.40 to v0.0.45 take typed fields).
+    Raises ValueError naming the option when this version cannot express it."""
+    version = api_version_number(api_version)
+    new = version >= 39
+    clock = time.time() if now is None else now
+    fields_: dict[str, Any] = {}
+
+    def struct(number: int) -> dict[str, Any]:
+        return {"set": True, "infinite": False, "number": number}
+
+    for key, value in options.items():
+        if key not in MAPPED_OPTIONS:
+            raise ValueError(
+                f"extra_options[{key!r}]: slurmrestd {api_version} submissions cannot carry sbatch --{key} "
+                f"(mapped: {', '.join(sorted(MAPPED_OPTIONS))}); use the SSH transport or drop it"
+            )
+        if key == "begin":
+            moment = max(clock, parse_begin(value, clock))
+            if new:
+                fields_["begin_time"] = struct(math.ceil(moment))
+            else:
+                delay = math.ceil(moment - clock)
+                fields_["begin_time"] = f"now+{delay}" if delay > 0 else "now"
+        elif key == "signal":
+            signal = parse_signal(value)
+            if new:
+                fields_["kill_warning_signal"] = signal.name
+                fields_["kill_warning_delay"] = struct(signal.seconds)
+                flags = ["BATCH_JOB"] * signal.batch_only + ["RESERVATION_JOB"] * signal.reservation
+                if flags:
+                    fields_["kill_warning_flags"] = flags
+            elif signal.batch_only:
+                # slurm_opt.c takes "B:" only inside sbatch (get_signal_opts: run_in_daemon("sbatch")),
+                # so slurmrestd 22.05 refuses it ("Invalid SIGNAL specification").
+                raise ValueError(
+                    f"extra_options['signal'] = {value!r}: slurmrestd {api_version} cannot signal the batch "
+                    "shell only ('B:'); use the SSH transport or a signal for the job's steps"
+                )
+            else:
+                fields_["signal"] = signal.sbatch
+        elif key == "exclusive":
+            if value == "topo" and version < 41:
+                raise ValueError(
+                    f"extra_options['exclusive'] = 'topo' needs slurmrestd v0.0.41 (Slurm 24.05) or later, "
+                    f"not {api_version}"
+                )
+            if new:
+                fields_["shared"] = [value or "none"]
+            else:
+                fields_["exclusive"] = value or "exclusive"
+        elif key in ("nodes", "dependency", "reservation"):
+            fields_[key] = value
+        elif key == "constraint":
+            fields_["constraints"] = value
+        elif key == "ntasks":
+            fields_["tasks" if new else "ntasks"] = int(value)
+        elif key == "ntasks-per-node":
+            fields_["tasks_per_node" if new else "ntasks_per_node"] = int(value)
+        elif key == "cpus-per-task":
+            fields_["cpus_per_task"] = int(value)
+        elif key in ("mem", "mem-per-cpu"):
+            name = "memory_per_node" if key == "mem" else "memory_per_cpu"
+            fields_[name] = struct(_mbytes(value)) if new else value
+        elif key == "gres":
+            if value == "none":
+                continue
+            if new:  # sbatch turns --gres into the job's tres_per_node, each item prefixed "gres/"
+                items = value.split(",")
+                fields_["tres_per_node"] = ",".join(
+                    i if i.startswith("gres/") else f"gres/{i}" for i in items
+                )
+            else:
+                fields_["gres"] = value
+        elif key == "hold":
+            fields_["hold"] = True
+    return fields_
 
 
 def rest_submit_body(
@@ -1091,10 +1599,13 @@ def rest_submit_body(
     script: str,
     environment: Mapping[str, str],
     working_directory: str,
+    now: float | None = None,
 ) -> dict[str, Any]:
     """The ``POST /slurm/vX/job/submit`` body for any supported API version (the one place where
-    submission differs by version): v0.0.38 wants ``environment`` as an object and plain numbers;
-    v0.0.39+ a ``K=V`` list, ``{set, infinite, number}`` numbers and the script inside ``job``."""
+    submission differs by version): v0.0.38 wants ``environment`` as an object and sbatch's own
+    option strings; v0.0.39+ a ``K=V`` list, ``{set, infinite, number}`` numbers and the script
+    inside ``job``. ``requeue=False`` is ``no_requeue: true`` on v0.0.38, whose ``requeue`` field
+    sets requeue whatever its value (``arg_set_data_requeue`` in Slurm 22.05's slurm_opt.c)."""
     version = api_version_number(api_version)
     new = version >= 39
 
@@ -1128,24 +1639,14 @@ def rest_submit_body(
             job["time_limit"] = number(None) if new else 0xFFFFFFFF
         else:
             job["time_limit"] = number(request.time_limit_minutes)
-    if request.requeue is not None:
+    if request.requeue is True or (request.requeue is False and new):
         job["requeue"] = request.requeue
+    elif request.requeue is False:
+        job["no_requeue"] = True
     mode = "append" if request.open_mode_append else "truncate"
     job["open_mode"] = [mode.upper()] if new else mode
-    for key, value in request.extra_options.items():
-        name = _REST_OPTION_NAMES.get(key, key.replace("-", "_"))
-        job[name] = _rest_value(value, number if name in _REST_NUMBER_FIELDS else None)
+    job.update(rest_option_fields(request.extra_options, api_version, now=now))
     if new:
         job["script"] = script
         return {"job": job}
     return {"script": script, "job": job}
-
-
-def _rest_value(value: str, number: Any) -> Any:
-    if value == "":
-        return True
-    if value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if re.fullmatch(r"-?\d+", value):
-        return number(int(value)) if number else int(value)
-    return value

@@ -29,7 +29,10 @@ from airflow_provider_pathways.slurm_job import (
     SlurmError,
     SlurmHostKeyError,
     SlurmJob,
+    SlurmJobLost,
     SubmitRequest,
+    expand_task_ids,
+    latest_attempts,
 )
 from airflow_provider_pathways.transient import TRANSIENT_HTTP_STATUSES, CallRetry
 
@@ -167,11 +170,11 @@ class SlurmSettings:
             raise fail(f"port and timeouts must be numbers ({err})") from None
         api_version = str(extra.get("api_version") or "auto").strip()
         if api_version != "auto":
-            from airflow_provider_pathways.slurm_job import SUPPORTED_API_VERSIONS
+            from airflow_provider_pathways.slurm_job import SUPPORTED_API_RANGE, SUPPORTED_API_VERSIONS
 
             if api_version not in SUPPORTED_API_VERSIONS:
                 raise fail(
-                    f"extra 'api_version' must be 'auto' or one of v0.0.38..v0.0.44, got {api_version!r}"
+                    f"extra 'api_version' must be 'auto' or one of {SUPPORTED_API_RANGE}, got {api_version!r}"
                 )
         # TLS is never lost: https from the host's prefix or from the extra wins over http from the
         # other; with neither, port 443 means https.
@@ -256,6 +259,15 @@ class SlurmTransport(Protocol):
 
     async def cancel(self, job_id: int) -> None: ...
 
+    async def accounting_jobs(self, job_id: int) -> list[SlurmJob] | None:
+        """Every accounting record (slurmdbd) under that id, one per attempt of a requeued job;
+        None when the cluster keeps no accounting."""
+        ...
+
+    async def max_array_size(self) -> int | None:
+        """The cluster's ``MaxArraySize``, or None when this transport cannot read it."""
+        ...
+
     async def describe(self) -> str:
         """Check the connection and say what answered."""
         ...
@@ -332,7 +344,7 @@ class SlurmHook(BaseHook):
 
     Connection (``conn_type`` ``pathways_slurm``): ``host``, ``port``, ``login`` (the cluster user),
     ``password`` (REST: the JWT; SSH: optional password) and extra JSON with ``transport``
-    (``rest`` or ``ssh``, required) and, for REST, ``api_version`` (``auto`` or v0.0.38..v0.0.44),
+    (``rest`` or ``ssh``, required) and, for REST, ``api_version`` (``auto`` or v0.0.38..v0.0.45),
     ``scheme``, ``verify_ssl``, ``token_file``, ``shared_fs`` (default true: files are read from
     this machine's filesystem, which must share the cluster's paths) or ``ssh_host``/``ssh_port``
     (read files over SFTP instead); for SSH (and ``ssh_host``): ``private_key`` (PEM text) or
@@ -366,6 +378,9 @@ class SlurmHook(BaseHook):
         self._runner = _LoopThread()
         self._sync_holder: dict[str, Any] = {}
         self._async_transport: tuple[asyncio.AbstractEventLoop, SlurmTransport] | None = None
+        self._array_size_cache: weakref.WeakKeyDictionary[SlurmTransport, int | None] = (
+            weakref.WeakKeyDictionary()
+        )
         self._finalizer = weakref.finalize(self, _shutdown, self._runner, self._sync_holder)
 
     # ---- settings and transports ----------------------------------------------------------
@@ -470,21 +485,55 @@ class SlurmHook(BaseHook):
                     f"script_path {request.script_path!r} does not exist on the cluster "
                     f"(checked via {files.description}); nothing was submitted"
                 )
+        if request.array is not None:
+            highest = max(expand_task_ids(request.array), default=0)
+            limit = await self._max_array_size(transport)
+            if limit is not None and highest >= limit:
+                raise ValueError(
+                    f"array {request.array!r}: index {highest} is out of range: the cluster's "
+                    f"MaxArraySize is {limit} (indices 0..{limit - 1}); nothing was submitted"
+                )
         job_id = await transport.submit(request)
         self.log.info("Submitted Slurm job %s (%s)", job_id, request.display_name)
         return job_id
 
+    async def _max_array_size(self, transport: SlurmTransport) -> int | None:
+        """``MaxArraySize``, read once per connection (transport)."""
+        cache = self._array_size_cache
+        if transport not in cache:
+            cache[transport] = await transport.max_array_size()
+        return cache[transport]
+
     @staticmethod
-    async def _get_job(transport: SlurmTransport, job_id: int) -> SlurmJob | None:
-        records = await transport.jobs(job_id)
+    def _pick(records: list[SlurmJob], job_id: int) -> SlurmJob | None:
         for job in records:
             if job.job_id == job_id:
                 return job
         return records[0] if len(records) == 1 else None
 
+    @classmethod
+    async def _get_job(
+        cls, transport: SlurmTransport, job_id: int, required: bool = False
+    ) -> SlurmJob | None:
+        """slurmctld's record; once slurmctld forgot the job (MinJobAge after its end), accounting's
+        last attempt; when neither knows it: None, or :class:`SlurmJobLost` if ``required``."""
+        job = cls._pick(await transport.jobs(job_id), job_id)
+        if job is not None:
+            return job
+        history = await transport.accounting_jobs(job_id)
+        if history is not None:
+            job = cls._pick(latest_attempts(history), job_id)
+            if job is not None:
+                return job
+        if required:
+            raise SlurmJobLost(job_id, accounting=history is not None)
+        return None
+
     @staticmethod
     async def _array_tasks(transport: SlurmTransport, array_job_id: int) -> list[SlurmJob]:
         records = await transport.jobs(array_job_id)
+        if not records:  # slurmctld forgot the array: its tasks' last attempts from accounting
+            records = latest_attempts(await transport.accounting_jobs(array_job_id) or [])
         tasks = [j for j in records if j.array_job_id == array_job_id and j.array_task_id is not None]
         return sorted(tasks, key=lambda j: j.array_task_id or 0)
 
@@ -562,9 +611,22 @@ class SlurmHook(BaseHook):
         )
         return self._run(lambda t: self._submit(t, request), retry=False)
 
-    def get_job(self, job_id: int) -> SlurmJob | None:
-        """The job (or array task with that id), or None when Slurm no longer knows it."""
-        return self._run(lambda t: self._get_job(t, int(job_id)))
+    def get_job(self, job_id: int, *, required: bool = False) -> SlurmJob | None:
+        """The job (or array task with that id): slurmctld's record, or, once slurmctld forgot the
+        ended job (``MinJobAge`` after its end, 300 s by default), the last attempt in accounting
+        (``source == "accounting"``). None when neither knows it; with ``required=True`` (a job
+        this caller submitted) that raises :class:`~airflow_provider_pathways.slurm_job.SlurmJobLost`
+        instead ("job N is no longer known to slurmctld and the cluster keeps no accounting"),
+        an infrastructure failure whose end is unknown."""
+        return self._run(lambda t: self._get_job(t, int(job_id), required))
+
+    def max_array_size(self) -> int | None:
+        """The cluster's ``MaxArraySize`` (array indices go from 0 to MaxArraySize - 1; Slurm's
+        default is 1001), read once per connection: ``scontrol show config`` over SSH (also for REST
+        connections with ``ssh_host``), ``GET /slurm/vX/conf`` from slurmrestd v0.0.45 (Slurm
+        26.05) on. None when the connection cannot read it (slurmrestd before v0.0.45 without
+        ``ssh_host``); slurmctld then still refuses a too large array at submission."""
+        return self._run(self._max_array_size)
 
     def get_array_tasks(self, array_job_id: int) -> list[SlurmJob]:
         """Every task of an array, pending ranges expanded, sorted by task id (one Slurm query)."""
@@ -602,9 +664,13 @@ class SlurmHook(BaseHook):
         request = SubmitRequest.build(**kwargs)
         return await self._a_call(lambda t: self._submit(t, request), retry=False)
 
-    async def a_get_job(self, job_id: int) -> SlurmJob | None:
+    async def a_get_job(self, job_id: int, *, required: bool = False) -> SlurmJob | None:
         """Async :meth:`get_job`."""
-        return await self._a_call(lambda t: self._get_job(t, int(job_id)))
+        return await self._a_call(lambda t: self._get_job(t, int(job_id), required))
+
+    async def a_max_array_size(self) -> int | None:
+        """Async :meth:`max_array_size`."""
+        return await self._a_call(self._max_array_size)
 
     async def a_get_array_tasks(self, array_job_id: int) -> list[SlurmJob]:
         """Async :meth:`get_array_tasks`."""

@@ -19,6 +19,7 @@ import aiohttp
 from airflow_provider_pathways.slurm_job import (
     ESLURM_ALREADY_DONE,
     ESLURM_INVALID_JOB_ID,
+    SUPPORTED_API_RANGE,
     SUPPORTED_API_VERSIONS,
     SlurmApiError,
     SlurmAuthError,
@@ -27,6 +28,7 @@ from airflow_provider_pathways.slurm_job import (
     SlurmJob,
     SubmitRequest,
     jobs_from_rest,
+    jobs_from_slurmdb,
     parse_sbatch_directives,
     path_wrapper_script,
     rest_error_numbers,
@@ -93,6 +95,77 @@ def _read_local(path: str, tail_bytes: int | None) -> bytes | None:
         return None
 
 
+def _doubled_response(err: aiohttp.ClientResponseError) -> bool:
+    """aiohttp's complaint about data after a ``Connection: close`` answer (slurmrestd 26.05's
+    second answer to an error); nothing of the request or the answer is kept."""
+    return "Data after `Connection: close`" in str(err.message)
+
+
+async def _first_response(
+    settings: SlurmSettings,
+    method: str,
+    path: str,
+    body: Any,
+    headers: Mapping[str, str],
+    *,
+    timeout: float,
+) -> tuple[int, bytes]:
+    """One HTTP/1.1 request on its own connection; returns the status and body of the first answer
+    and ignores anything the server sends after it."""
+    ssl_context: Any = None
+    if settings.scheme == "https":
+        import ssl
+
+        ssl_context = ssl.create_default_context()
+        if not settings.verify_ssl:
+            ssl_context.check_hostname = False
+            ssl_context.verify_mode = ssl.CERT_NONE
+    data = json.dumps(body).encode() if body is not None else b""
+    lines = [
+        f"{method} {path} HTTP/1.1",
+        f"Host: {settings.host}:{settings.port}",
+        "Accept: application/json",
+        "Connection: close",
+        *(f"{name}: {value}" for name, value in headers.items()),
+    ]
+    if body is not None:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(data)}"]
+    request = ("\r\n".join(lines) + "\r\n\r\n").encode() + data
+
+    async def exchange() -> tuple[int, bytes]:
+        reader, writer = await asyncio.open_connection(settings.host, settings.port, ssl=ssl_context)
+        try:
+            writer.write(request)
+            await writer.drain()
+            status_line = (await reader.readline()).decode("latin-1")
+            parts = status_line.split()
+            if len(parts) < 2 or not parts[1].isdigit():
+                raise SlurmConnectionError(f"slurmrestd at {settings.address} sent no HTTP status line")
+            length: int | None = None
+            while True:
+                line = (await reader.readline()).decode("latin-1").strip()
+                if not line:
+                    break
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length" and value.strip().isdigit():
+                    length = int(value.strip())
+            payload = await (reader.readexactly(length) if length is not None else reader.read())
+            return int(parts[1]), payload
+        finally:
+            writer.close()
+
+    try:
+        return await asyncio.wait_for(exchange(), timeout)
+    except asyncio.TimeoutError:
+        raise SlurmConnectionError(
+            f"slurmrestd at {settings.address} did not answer {method} {path} within {timeout:g}s"
+        ) from None
+    except (OSError, asyncio.IncompleteReadError) as err:
+        raise SlurmConnectionError(
+            f"cannot read the answer of slurmrestd at {settings.address}: {type(err).__name__}"
+        ) from None
+
+
 def _jwt_problem(token: str, login: str) -> str:
     """What is visibly wrong with a JWT (expiry, user), without revealing it."""
     parts = token.split(".")
@@ -115,6 +188,20 @@ def _jwt_problem(token: str, login: str) -> str:
     return "; ".join(problems) or "it may be invalid, expired or signed with another key"
 
 
+def ping_answered(payload: Any) -> bool:
+    """A ``/slurm/vX/ping`` answer in which slurmctld responded: ``ping: UP`` (v0.0.38), ``pinged:
+    UP`` / ``responding: true`` (v0.0.40+); 24.11+ answer 200 even when slurmctld refused the token."""
+    pings = payload.get("pings") if isinstance(payload, Mapping) else None
+    if not isinstance(pings, list) or not pings:
+        return False
+    for ping in pings:
+        if not isinstance(ping, Mapping):
+            continue
+        if ping.get("responding") is True or "UP" in (ping.get("ping"), ping.get("pinged")):
+            return True
+    return False
+
+
 class RestTransport:
     """slurmrestd over HTTP(S) with JWT auth (``X-SLURM-USER-NAME``/``X-SLURM-USER-TOKEN``).
 
@@ -130,6 +217,8 @@ class RestTransport:
         self._token: str | None = settings.password if not settings.token_file else None
         self._token_read_at = 0.0
         self._version_lock: asyncio.Lock | None = None
+        self._paths: frozenset[str] | None = None
+        self._accounting: bool | None = None
         self.files: FileAccess | None
         if settings.shared_fs:
             self.files = LocalFiles(settings.login)
@@ -188,6 +277,16 @@ class RestTransport:
             raise SlurmConnectionError(
                 f"slurmrestd at {s.address} did not answer {method} {path} within {s.request_timeout:g}s"
             ) from None
+        except aiohttp.ClientResponseError as err:
+            if not _doubled_response(err):
+                raise SlurmConnectionError(
+                    f"HTTP error talking to slurmrestd at {s.address}: {type(err).__name__}"
+                ) from None
+            # slurmrestd 26.05 follows an error answer (4xx/5xx, "Connection: Close") with a second,
+            # plain-text one on the same connection, which aiohttp refuses: ask again, keep the first.
+            status, raw = await _first_response(
+                self._settings, method, path, body, headers, timeout=s.request_timeout
+            )
         except aiohttp.ClientError as err:
             raise SlurmConnectionError(
                 f"HTTP error talking to slurmrestd at {s.address}: {type(err).__name__}"
@@ -196,7 +295,8 @@ class RestTransport:
             payload = json.loads(raw) if raw else None
         except ValueError:
             payload = None
-        if status in (401, 403):
+        # 511 (Network Authentication Required): slurmctld refused the token (slurmrestd 24.11+).
+        if status in (401, 403, 511):
             raise SlurmAuthError(
                 f"slurmrestd at {s.address} rejected the token ({status}) for user {s.login!r}: "
                 f"{_jwt_problem(token, s.login)}"
@@ -211,7 +311,9 @@ class RestTransport:
         errors = payload.get("errors") if isinstance(payload, Mapping) else None
         text = rest_errors_text(errors or ())
         numbers = rest_error_numbers(errors or ())
-        rejected = status >= 500 and bool(errors) and numbers <= {-1}
+        # 22.05: HTTP 500 with only "Unspecified error" [-1]; 24.11 and later: HTTP 511 (Network
+        # Authentication Required) with SLURM_PROTOCOL_AUTHENTICATION_ERROR [1007].
+        rejected = (status >= 500 and bool(errors) and numbers <= {-1}) or status == 511
         if not rejected and probe and status >= 500 and numbers <= _VAGUE_ERRORS:
             version = await self.api_version()
             ping_status, ping_payload = await self._request("GET", f"/slurm/{version}/ping")
@@ -241,26 +343,48 @@ class RestTransport:
                 self._version = await self._detect_version()
         return self._version
 
+    async def _openapi_paths(self) -> frozenset[str]:
+        """The paths of slurmrestd's OpenAPI document (read once; empty when it has none)."""
+        if self._paths is None:
+            paths: frozenset[str] = frozenset()
+            for path in ("/openapi/v3", "/openapi.json", "/openapi"):
+                status, payload = await self._request("GET", path)
+                if (
+                    status == 200
+                    and isinstance(payload, Mapping)
+                    and isinstance(payload.get("paths"), Mapping)
+                ):
+                    paths = frozenset(str(p) for p in payload["paths"])
+                    break
+            self._paths = paths
+        return self._paths
+
+    async def _offers(self, path: str) -> bool:
+        """slurmrestd serves ``path`` (e.g. ``/slurmdb/v0.0.42/job/{job_id}``): known from its OpenAPI
+        document, else by asking (404 = no such endpoint)."""
+        paths = await self._openapi_paths()
+        if paths:
+            return path in paths or path.rstrip("/") + "/" in paths
+        status, _payload = await self._request("GET", path.replace("{job_id}", "0"))
+        return status != 404
+
     async def _detect_version(self) -> str:
-        offered: set[str] = set()
-        for path in ("/openapi/v3", "/openapi.json", "/openapi"):
-            status, payload = await self._request("GET", path)
-            if status == 200 and isinstance(payload, Mapping) and isinstance(payload.get("paths"), Mapping):
-                offered = {m.group(1) for p in payload["paths"] for m in [_VERSION_IN_PATH.search(p)] if m}
-                break
+        """The highest API version both slurmrestd and this hook speak."""
+        paths = await self._openapi_paths()
+        offered = {m.group(1) for p in paths for m in [_VERSION_IN_PATH.search(p)] if m}
         for version in SUPPORTED_API_VERSIONS:
             if version in offered:
                 return version
         if offered:
             raise SlurmApiError(
                 f"slurmrestd at {self._settings.address} offers {', '.join(sorted(offered))}; "
-                f"this hook supports v0.0.38..v0.0.44"
+                f"this hook supports {SUPPORTED_API_RANGE}"
             )
         for version in SUPPORTED_API_VERSIONS:  # no OpenAPI document: probe
             status, _payload = await self._request("GET", f"/slurm/{version}/ping")
             if status != 404:
                 return version
-        raise SlurmApiError(f"slurmrestd at {self._settings.address} answers none of v0.0.38..v0.0.44")
+        raise SlurmApiError(f"slurmrestd at {self._settings.address} answers none of {SUPPORTED_API_RANGE}")
 
     # ---- transport API --------------------------------------------------------------------
 
@@ -330,6 +454,44 @@ class RestTransport:
             raise await self._error(f"submit job {request.display_name!r}", status, payload)
         return job_id
 
+    async def accounting_jobs(self, job_id: int) -> list[SlurmJob] | None:
+        """``GET /slurmdb/vX/job/{id}`` (every attempt of a requeued job), or None when this
+        slurmrestd has no accounting endpoints (the cluster has no slurmdbd, or slurmrestd runs
+        without ``openapi/slurmdbd``)."""
+        version = await self.api_version()
+        if self._accounting is None:
+            self._accounting = await self._offers(f"/slurmdb/{version}/job/{{job_id}}")
+        if not self._accounting:
+            return None
+        status, payload = await self._request("GET", f"/slurmdb/{version}/job/{job_id}")
+        errors = payload.get("errors") if isinstance(payload, Mapping) else None
+        if status == 404 or ESLURM_INVALID_JOB_ID in rest_error_numbers(errors or ()):
+            return []
+        if status != 200 or not isinstance(payload, Mapping) or errors:
+            raise await self._error(f"read job {job_id} from accounting", status, payload)
+        return jobs_from_slurmdb(payload)
+
+    async def max_array_size(self) -> int | None:
+        """``MaxArraySize`` from ``GET /slurm/vX/conf`` (v0.0.45 on), else over SSH when the connection
+        has ``ssh_host``, else None."""
+        version = await self.api_version()
+        if await self._offers(f"/slurm/{version}/conf"):
+            status, payload = await self._request("GET", f"/slurm/{version}/conf")
+            errors = payload.get("errors") if isinstance(payload, Mapping) else None
+            if status != 200 or not isinstance(payload, Mapping) or errors:
+                raise await self._error("read the configuration", status, payload)
+            conf = payload.get("slurm_conf")
+            value = conf.get("MaxArraySize") if isinstance(conf, Mapping) else None
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            raise SlurmApiError(f"slurmrestd at {self._settings.address}: no MaxArraySize in {version}/conf")
+        files = self.files
+        if files is not None and hasattr(files, "session"):
+            from airflow_provider_pathways.hooks.slurm_ssh import scontrol_max_array_size
+
+            return await scontrol_max_array_size(files.session, self._settings.slurm_bin_dir)
+        return None
+
     async def describe(self) -> str:
         s = self._settings
         version = await self.api_version()
@@ -337,6 +499,14 @@ class RestTransport:
         errors = payload.get("errors") if isinstance(payload, Mapping) else None
         if status != 200 or errors:
             raise await self._error("answer ping", status, payload, probe=False)
+        if not ping_answered(payload):
+            # From 24.11 on, ping answers 200 even when slurmctld refused the token ("pinged": "DOWN",
+            # or "status": "Protocol authentication error"): a call that needs the token tells.
+            status, payload = await self._request("GET", f"/slurm/{version}/diag")
+            errors = payload.get("errors") if isinstance(payload, Mapping) else None
+            if status != 200 or errors:
+                raise await self._error("answer diag", status, payload, probe=False)
+            raise SlurmConnectionError(f"slurmrestd at {s.address} answers, but slurmctld does not")
         release = ""
         if isinstance(payload, Mapping):
             meta = payload.get("meta") or {}

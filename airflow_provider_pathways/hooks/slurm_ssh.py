@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import asyncssh
 
 from airflow_provider_pathways.slurm_job import (
+    SACCT_DELIMITER,
+    SACCT_FIELDS,
     SlurmAuthError,
     SlurmCommandError,
     SlurmConnectionError,
@@ -21,6 +23,7 @@ from airflow_provider_pathways.slurm_job import (
     SlurmHostKeyError,
     SlurmJob,
     SubmitRequest,
+    jobs_from_sacct,
     jobs_from_scontrol,
     parse_sbatch_directives,
 )
@@ -244,14 +247,36 @@ class SftpFiles:
         await self.session.close()
 
 
+_NO_ACCOUNTING = "accounting storage is disabled"
+_MAX_ARRAY_SIZE = re.compile(r"MaxArraySize\s*=\s*([0-9]+)", re.ASCII)
+
+
+async def scontrol_max_array_size(session: SshSession, bin_dir: str | None) -> int:
+    """``MaxArraySize`` from ``scontrol show config`` on the login node."""
+    scontrol = posixpath.join(bin_dir, "scontrol") if bin_dir else "scontrol"
+    status, out, err = await session.run(shlex.join([scontrol, "show", "config"]))
+    values = [
+        int(m.group(1)) for line in out.splitlines() for m in [_MAX_ARRAY_SIZE.fullmatch(line.strip())] if m
+    ]
+    if status != 0 or len(values) != 1:
+        raise SlurmCommandError(
+            f"scontrol show config on {session.address} gave no MaxArraySize (exit {status}): {err.strip()}",
+            exit_status=status,
+            stderr=err,
+        )
+    return values[0]
+
+
 class SshTransport:
-    """Slurm commands over SSH: ``sbatch --parsable``, ``scontrol -o show job``, ``scancel``."""
+    """Slurm commands over SSH: ``sbatch --parsable``, ``scontrol -o show job``, ``scancel``,
+    ``sacct`` (accounting, once slurmctld forgot a job)."""
 
     def __init__(self, settings: SlurmSettings) -> None:
         self._settings = settings
         self.session = SshSession(settings, settings.host, settings.port)
         self.files = SftpFiles(self.session)
         self._bin = settings.slurm_bin_dir
+        self._accounting: bool | None = None
 
     def _cmd(self, name: str) -> str:
         return posixpath.join(self._bin, name) if self._bin else name
@@ -270,6 +295,42 @@ class SshTransport:
                 stderr=err,
             )
         return jobs_from_scontrol(out)
+
+    async def accounting_jobs(self, job_id: int) -> list[SlurmJob] | None:
+        """``sacct -D`` (every attempt of a requeued job, no ``-X``: the first attempt reads
+        ``REQUEUED``, the last one has the true end), or None when the cluster keeps no accounting
+        ("Slurm accounting storage is disabled")."""
+        if self._accounting is False:
+            return None
+        command = shlex.join(
+            [
+                "env",
+                "SLURM_TIME_FORMAT=%s",
+                self._cmd("sacct"),
+                "-D",
+                "-P",
+                "-n",
+                f"--delimiter={SACCT_DELIMITER}",
+                f"--format={','.join(SACCT_FIELDS)}",
+                f"--jobs={job_id}",
+            ]
+        )
+        status, out, err = await self.session.run(command)
+        if status != 0 or _NO_ACCOUNTING in out:
+            if _NO_ACCOUNTING in err or _NO_ACCOUNTING in out:
+                self._accounting = False
+                return None
+            raise SlurmCommandError(
+                f"sacct --jobs={job_id} failed on {self.session.address} (exit {status}): {err.strip()}",
+                exit_status=status,
+                stderr=err,
+            )
+        self._accounting = True
+        return jobs_from_sacct(out)
+
+    async def max_array_size(self) -> int | None:
+        """``MaxArraySize`` from ``scontrol show config``."""
+        return await scontrol_max_array_size(self.session, self._bin)
 
     async def cancel(self, job_id: int) -> None:
         status, _out, err = await self.session.run(shlex.join([self._cmd("scancel"), str(job_id)]))
@@ -314,7 +375,7 @@ class SshTransport:
             )
         lines = [line.strip() for line in out.splitlines() if line.strip()]
         first = lines[-1].split(";", 1)[0] if lines else ""
-        if not first.isdigit():
+        if not re.fullmatch(r"[0-9]+", first, re.ASCII):
             raise SlurmCommandError(f"sbatch printed no job id: {out.strip()!r} {err.strip()!r}", stderr=err)
         return int(first)
 

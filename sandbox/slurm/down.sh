@@ -2,6 +2,7 @@
 # Stop the local Slurm sandbox started by up.sh: cancels all jobs, then stops slurmrestd, sshd,
 # slurmd, slurmctld (and munged if up.sh started it). State stays in place unless --purge is
 # given, which also deletes the state dir. Users (pathways, slurmrest) and packages stay.
+# The clusters of further Slurm versions (versions.sh) are stopped too; their chroots stay.
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR
@@ -43,6 +44,16 @@ if [[ -r $MUNGE_MARKER ]]; then
 	fi
 	rm -f -- "$MUNGE_MARKER"
 fi
+
+# The chroot clusters of other Slurm versions (versions.sh): stopped, unmounted (state kept
+# unless --purge). Their chroots stay under $SLURM_SANDBOX_CHROOT_BASE for the next run.
+for version in "${SLURM_SANDBOX_CHROOT_VERSIONS[@]}"; do
+	if [[ -d $SLURM_SANDBOX_CHROOT_BASE/$version/root ]]; then
+		args=(down "$version")
+		((purge)) && args+=(--purge)
+		bash "$SANDBOX_SLURM_DIR/versions.sh" "${args[@]}" || log "stopping the Slurm $version cluster failed"
+	fi
+done
 
 if ((purge)); then
 	if [[ -L $SLURM_SANDBOX_ETC_SLURM_CONF && $(readlink -- "$SLURM_SANDBOX_ETC_SLURM_CONF") == "$SLURM_CONF_FILE" ]]; then

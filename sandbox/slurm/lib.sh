@@ -145,3 +145,80 @@ sandbox_stop_daemons() {
 	fi
 	rm -f -- "$dir/run/slurmrestd.pid" "$dir/run/sshd.pid" "$dir/run/slurmd.pid" "$dir/run/slurmctld.pid"
 }
+
+# ---------------------------------------------------------------------------------------------
+# Further Slurm versions, each a whole one-node cluster in its own Debian chroot (versions.sh).
+# ---------------------------------------------------------------------------------------------
+
+# Versions besides the host's 22.05 (Debian 12), oldest first.
+SLURM_SANDBOX_CHROOT_VERSIONS=(24.11 26.05)
+# Built chroots live outside the repository, one per version, shared by every checkout.
+SLURM_SANDBOX_CHROOT_BASE=${SANDBOX_CHROOT_DIR:-/var/lib/pathways-slurm-sandbox}
+
+# sandbox_version_settings VERSION: the Debian suite, ports and features of one chroot cluster.
+#   V_SUITE, V_SCRIPT (debootstrap's suite script), V_CTLD_PORT, V_SLURMD_PORT, V_DBD_PORT,
+#   V_REST_PORT, V_SSH_PORT, V_ACCOUNTING (1: slurmdbd + MariaDB), V_MIN_JOB_AGE, V_CLUSTER,
+#   V_ROOT (the chroot), V_STATE (state dir, bound into the chroot at the same path).
+sandbox_version_settings() {
+	case $1 in
+	24.11)
+		# Debian 13 "trixie": Slurm 24.11.5, slurmrestd v0.0.40-v0.0.42.
+		V_SUITE=trixie V_SCRIPT=trixie
+		V_CTLD_PORT=6827 V_SLURMD_PORT=6828 V_DBD_PORT=6829 V_REST_PORT=6830 V_SSH_PORT=2232
+		V_ACCOUNTING=1
+		V_MIN_JOB_AGE=${SANDBOX_MIN_JOB_AGE:-10}
+		;;
+	26.05)
+		# Debian "forky": Slurm 26.05.5, slurmrestd v0.0.42-v0.0.45. Debian 12's debootstrap has no
+		# forky script; its sid script fits.
+		V_SUITE=forky V_SCRIPT=sid
+		V_CTLD_PORT=6837 V_SLURMD_PORT=6838 V_DBD_PORT=6839 V_REST_PORT=6840 V_SSH_PORT=2242
+		V_ACCOUNTING=0
+		V_MIN_JOB_AGE=${SANDBOX_MIN_JOB_AGE:-30}
+		;;
+	*) die "unknown Slurm version '$1' (known: 22.05 on the host, ${SLURM_SANDBOX_CHROOT_VERSIONS[*]})" ;;
+	esac
+	# V_MIN_JOB_AGE: finished jobs leave slurmctld after MinJobAge (production default 300 s); short
+	# here so that tests meet purged jobs: 10 s where accounting remembers them, 30 s where nothing
+	# does (pollers must see a job's end before it is gone).
+	V_CLUSTER=pathways-${1//./}
+	V_ROOT=$SLURM_SANDBOX_CHROOT_BASE/$1/root
+	V_STATE=${SANDBOX_VERSION_STATE_DIR:-$SANDBOX_REPO_ROOT/.sandbox}/slurm-$1
+}
+
+# The Debian mirror apt already uses (deb822 URIs: or one-line "deb URL suite" entries).
+sandbox_debian_mirror() {
+	if [[ -n ${SANDBOX_DEBIAN_MIRROR:-} ]]; then
+		printf '%s\n' "$SANDBOX_DEBIAN_MIRROR"
+		return
+	fi
+	local file url
+	for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+		[[ -r $file ]] || continue
+		url=$(sed -nE -e 's/^[[:space:]]*URIs:[[:space:]]*([^[:space:]]+).*/\1/p' \
+			-e 's/^[[:space:]]*deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+).*/\2/p' "$file" |
+			grep -E '/debian/?$' | head -n 1) || true
+		if [[ -n $url ]]; then
+			printf '%s\n' "${url%/}"
+			return
+		fi
+	done
+	printf '%s\n' http://deb.debian.org/debian
+}
+
+# sandbox_chroot_processes ROOT: a process runs inside ROOT.
+sandbox_chroot_processes() {
+	local root=$1 link
+	for link in /proc/[0-9]*/root; do
+		[[ $(readlink "$link" 2>/dev/null) == "$root" ]] && return 0
+	done
+	return 1
+}
+
+# sandbox_chroot_busy ROOT: something is mounted below ROOT or a process runs inside it.
+sandbox_chroot_busy() {
+	local root=$1
+	[[ -d $root ]] || return 1
+	awk -v r="$root/" 'index($2 "/", r) == 1 { found = 1 } END { exit !found }' /proc/self/mounts && return 0
+	sandbox_chroot_processes "$root"
+}

@@ -1,5 +1,12 @@
-"""Fixtures for the Slurm hook tests: the real sandbox cluster (``sandbox/slurm/up.sh``), Airflow
-connections for both transports (``AIRFLOW_CONN_*`` JSON), and helpers that wait on conditions."""
+"""Fixtures for the Slurm hook tests: the real sandbox clusters (Slurm 22.05 on the host from
+``sandbox/slurm/up.sh``, 24.11 and 26.05 in chroots from ``sandbox/slurm/versions.sh``), Airflow
+connections for both transports (``AIRFLOW_CONN_*`` JSON), and helpers that wait on conditions.
+
+Tests that take the ``sandbox`` fixture run once per Slurm version (ids ``22.05``, ``24.11``,
+``26.05``); ``@pytest.mark.slurm_versions("24.11")`` limits a test to the versions named (a cluster
+with accounting, say), ``@pytest.mark.slurm_one_version`` runs it on one version only (client-side
+behaviour). ``PATHWAYS_SLURM_VERSIONS=22.05,24.11`` limits the whole run.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +23,8 @@ from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-UP_SCRIPT = REPO_ROOT / "sandbox" / "slurm" / "up.sh"
+from sandbox.slurm.cluster import VERSIONS, slurm_cli, start_slurm_sandbox
+
 TRANSPORTS = ("rest", "ssh")
 CONN_IDS = {"rest": "pathways_slurm_test_rest", "ssh": "pathways_slurm_test_ssh"}
 _ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED", "RESIZING"}
@@ -46,6 +53,22 @@ class Sandbox:
     settings: dict[str, str]
 
     @property
+    def version(self) -> str:
+        """``22.05``, ``24.11`` or ``26.05``."""
+        return self.settings.get("SLURM_SANDBOX_VERSION", "22.05")
+
+    @property
+    def accounting(self) -> bool:
+        """The cluster keeps accounting (slurmdbd): ended jobs outlive MinJobAge there."""
+        return self.settings.get("SLURM_SANDBOX_ACCOUNTING") == "1"
+
+    @property
+    def min_job_age(self) -> int | None:
+        """MinJobAge of a chroot cluster (the host's keeps jobs for a day)."""
+        value = self.settings.get("SLURM_SANDBOX_MIN_JOB_AGE")
+        return int(value) if value else None
+
+    @property
     def user(self) -> str:
         return self.settings["SLURM_SANDBOX_USER"]
 
@@ -65,8 +88,9 @@ class Sandbox:
         return Path(self.settings["SLURM_SANDBOX_JWT_TOKEN_FILE"]).read_text().strip()
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "SLURM_CONF": self.settings["SLURM_CONF"]}
-        proc = subprocess.run(list(args), capture_output=True, text=True, env=env, timeout=60, check=False)
+        """A Slurm command as root against this version's cluster (inside its chroot if it has one)."""
+        command = [*slurm_cli(self.settings), *args]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
         if check and proc.returncode != 0:
             raise AssertionError(f"{args} failed ({proc.returncode}): {proc.stderr}{proc.stdout}")
         return proc
@@ -127,26 +151,46 @@ class Sandbox:
         }
 
 
+def _selected_versions() -> tuple[str, ...]:
+    wanted = os.environ.get("PATHWAYS_SLURM_VERSIONS")
+    if not wanted:
+        return VERSIONS
+    chosen = tuple(v.strip() for v in wanted.split(",") if v.strip())
+    unknown = set(chosen) - set(VERSIONS)
+    if unknown:
+        raise pytest.UsageError(f"PATHWAYS_SLURM_VERSIONS: unknown {sorted(unknown)}; known {VERSIONS}")
+    return chosen
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slurm_versions(*versions): run only on these sandbox Slurm versions")
+    config.addinivalue_line("markers", "slurm_one_version: client-side behaviour, run on one version only")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that uses the sandbox runs once per Slurm version (session-scoped parameter)."""
+    if "slurm_version" not in metafunc.fixturenames:
+        return
+    versions = _selected_versions()
+    marker = metafunc.definition.get_closest_marker("slurm_versions")
+    if marker is not None:
+        versions = tuple(v for v in versions if v in marker.args)
+    if metafunc.definition.get_closest_marker("slurm_one_version") is not None:
+        versions = versions[:1]
+    metafunc.parametrize("slurm_version", versions, ids=list(versions), scope="session")
+
+
 @pytest.fixture(scope="session")
-def sandbox() -> Sandbox:
+def sandbox(slurm_version: str) -> Sandbox:
     if os.geteuid() != 0:
         pytest.skip("the Slurm sandbox needs root (it installs packages and starts daemons)")
     if not shutil.which("apt-get") and not shutil.which("slurmctld"):
         pytest.skip("the Slurm sandbox needs Debian (apt-get)")
-    env = {**os.environ, "SANDBOX_SLURM_TAKEOVER": "1"}  # as tests/conftest.py: one sandbox per machine
-    proc = subprocess.run(
-        ["bash", str(UP_SCRIPT)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO_ROOT,
-        env=env,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"sandbox/slurm/up.sh failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    state = Path(os.environ.get("SANDBOX_STATE_DIR") or REPO_ROOT / ".sandbox" / "slurm").resolve()
-    return Sandbox(json.loads((state / "slurm.json").read_text()))
+    try:
+        settings = start_slurm_sandbox(timeout=900, version=slurm_version)
+    except RuntimeError as err:
+        pytest.fail(str(err))
+    return Sandbox(settings)
 
 
 @pytest.fixture

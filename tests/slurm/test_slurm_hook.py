@@ -1,7 +1,8 @@
-"""SlurmHook against the real sandbox cluster, every behaviour over both transports (REST, SSH).
+"""SlurmHook against the real sandbox clusters, every behaviour over both transports (REST, SSH) and
+on every Slurm version the sandbox runs (22.05: slurmrestd v0.0.38; 24.11: v0.0.42; 26.05: v0.0.45).
 
-Nothing is mocked: slurmrestd (v0.0.38, JWT), sshd/SFTP, slurmctld and slurmd are real. Tests
-wait on conditions with deadlines; the only sleeps are inside the batch jobs themselves.
+Nothing is mocked: slurmrestd (JWT), sshd/SFTP, slurmctld and slurmd are real. Tests wait on
+conditions with deadlines; the only sleeps are inside the batch jobs themselves.
 """
 
 from __future__ import annotations
@@ -309,6 +310,7 @@ def test_environment_arrives_byte_for_byte(
     assert dump.read_bytes() == expected
 
 
+@pytest.mark.slurm_one_version  # client-side behaviour
 def test_missing_script_path_fails_before_submission(
     hook: SlurmHook, sandbox: Sandbox, workdir: Path
 ) -> None:
@@ -320,6 +322,7 @@ def test_missing_script_path_fails_before_submission(
     assert out.strip() == ""
 
 
+@pytest.mark.slurm_one_version  # client-side behaviour
 def test_bad_input_is_refused_before_submission(hook: SlurmHook) -> None:
     with pytest.raises(ValueError, match="exactly one of script"):
         hook.submit_job(script="#!/bin/bash\n", script_path="/bin/true")
@@ -365,7 +368,7 @@ def test_rest_can_read_files_over_sftp(sandbox: Sandbox, workdir: Path, connecti
         assert not hook.settings.shared_fs
         _check_file_access(hook, sandbox, workdir)
         ok, message = hook.test_connection()
-        assert ok and "SFTP at 127.0.0.1:2222" in message
+        assert ok and f"SFTP at 127.0.0.1:{sandbox.settings['SLURM_SANDBOX_SSH_PORT']}" in message
     finally:
         hook.close()
 
@@ -457,6 +460,7 @@ def test_rest_bad_token_is_named_without_the_token(
         _assert_clean(text, [bad, token, bad[-20:]])
 
 
+@pytest.mark.slurm_one_version  # client-side behaviour
 def test_rest_unreachable_port_names_host_and_port(sandbox: Sandbox, connections: Any) -> None:
     hook = SlurmHook(connections("pathways_slurm_test_restdown", sandbox.rest_connection(port=1)))
     try:
@@ -468,16 +472,19 @@ def test_rest_unreachable_port_names_host_and_port(sandbox: Sandbox, connections
         hook.close()
 
 
+@pytest.mark.slurm_one_version  # client-side behaviour
 def test_ssh_unknown_host_key_is_refused(sandbox: Sandbox, connections: Any) -> None:
     key = Path(sandbox.settings["SLURM_SANDBOX_SSH_PRIVATE_KEY"]).read_text()
     wrong = (
-        "[127.0.0.1]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
+        f"[127.0.0.1]:{sandbox.settings['SLURM_SANDBOX_SSH_PORT']} ssh-ed25519 "
+        "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
     )
     conn = sandbox.ssh_connection(extra={"key_file": None, "private_key": key, "known_hosts": wrong})
     hook = SlurmHook(connections("pathways_slurm_test_badhostkey", conn))
     try:
+        port = sandbox.settings["SLURM_SANDBOX_SSH_PORT"]
         with pytest.raises(
-            SlurmHostKeyError, match=r"host key of 127\.0\.0\.1:2222 is not trusted"
+            SlurmHostKeyError, match=rf"host key of 127\.0\.0\.1:{port} is not trusted"
         ) as raised:
             hook.get_job(1)
         ok, message = hook.test_connection()
@@ -487,6 +494,7 @@ def test_ssh_unknown_host_key_is_refused(sandbox: Sandbox, connections: Any) -> 
     _assert_clean(str(raised.value) + message, [key, key.splitlines()[1]])
 
 
+@pytest.mark.slurm_one_version  # client-side behaviour
 def test_ssh_host_key_checking_is_only_off_when_asked(sandbox: Sandbox, connections: Any) -> None:
     conn = sandbox.ssh_connection(extra={"known_hosts": None, "strict_host_key_checking": False})
     hook = SlurmHook(connections("pathways_slurm_test_nostrict", conn))
@@ -497,6 +505,7 @@ def test_ssh_host_key_checking_is_only_off_when_asked(sandbox: Sandbox, connecti
         hook.close()
 
 
+@pytest.mark.slurm_one_version  # client-side behaviour
 def test_ssh_unreachable_port_names_host_and_port(sandbox: Sandbox, connections: Any) -> None:
     hook = SlurmHook(connections("pathways_slurm_test_sshdown", sandbox.ssh_connection(port=1)))
     try:
@@ -520,12 +529,15 @@ def test_ssh_refused_password_is_not_repeated(sandbox: Sandbox, connections: Any
     _assert_clean(str(raised.value) + message, [password])
 
 
-def test_connection_test_passes(hook: SlurmHook, transport: str) -> None:
+def test_connection_test_passes(hook: SlurmHook, transport: str, sandbox: Sandbox) -> None:
     ok, message = hook.test_connection()
     assert ok, message
-    assert ("slurmrestd v0.0.38" if transport == "rest" else "22.05") in message
+    if transport == "rest":  # the highest API version this slurmrestd serves
+        assert f"slurmrestd {sandbox.settings['SLURM_SANDBOX_REST_API_VERSION']}" in message
+    assert sandbox.settings.get("SLURM_SANDBOX_SLURM_RELEASE", sandbox.version) in message
 
 
+@pytest.mark.slurm_one_version  # client-side behaviour
 def test_connection_settings_are_validated(connections: Any, sandbox: Sandbox) -> None:
     conn = sandbox.rest_connection(extra={"transport": "grpc"})
     hook = SlurmHook(connections("pathways_slurm_test_badtransport", conn))
@@ -537,15 +549,51 @@ def test_connection_settings_are_validated(connections: Any, sandbox: Sandbox) -
         hook.get_job(1)
 
 
-def test_rest_token_file_and_pinned_version(sandbox: Sandbox, connections: Any) -> None:
-    conn = sandbox.rest_connection(
-        password=None,
-        extra={"token_file": sandbox.settings["SLURM_SANDBOX_JWT_TOKEN_FILE"], "api_version": "v0.0.38"},
-    )
-    hook = SlurmHook(connections("pathways_slurm_test_tokenfile", conn))
+def test_rest_every_served_api_version(sandbox: Sandbox, jobs: list[int], connections: Any) -> None:
+    """Each API version this slurmrestd serves (from its data_parser plugins: 22.05 v0.0.38, 24.11
+    v0.0.40-v0.0.42, 26.05 v0.0.42-v0.0.45), pinned in the connection, with the token from a file."""
+    from airflow_provider_pathways.slurm_job import SUPPORTED_API_VERSIONS
+
+    served = sandbox.settings["SLURM_SANDBOX_REST_API_VERSIONS"].split(",")
+    pinned = [v for v in served if v in SUPPORTED_API_VERSIONS]
+    assert pinned and pinned[0] == sandbox.settings["SLURM_SANDBOX_REST_API_VERSION"]
+    workdir = sandbox.user_dir()
+    submitted: dict[str, int] = {}
+    hooks = []
     try:
-        ok, message = hook.test_connection()
-        assert ok and "v0.0.38" in message
-        assert hook.get_job(2_000_000_000) is None
+        for version in pinned:
+            token_file = sandbox.settings["SLURM_SANDBOX_JWT_TOKEN_FILE"]
+            conn = sandbox.rest_connection(
+                password=None, extra={"token_file": token_file, "api_version": version}
+            )
+            hook = SlurmHook(connections(f"pathways_slurm_test_api_{version.replace('.', '_')}", conn))
+            hooks.append(hook)
+            ok, message = hook.test_connection()
+            assert ok and f"slurmrestd {version} " in message, message
+            assert hook.get_job(2_000_000_000) is None
+            job_id = hook.submit_job(
+                script='#!/bin/bash\necho "api $API $SLURM_JOB_ID"\nexit 2\n',
+                environment={"API": f"{version} with spaces"},
+                working_directory=str(workdir),
+                output=str(workdir / f"api-{version}-%j.out"),
+                time_limit=5,
+                array="0-1",
+            )
+            jobs.append(job_id)
+            submitted[version] = job_id
+        for hook, (version, job_id) in zip(hooks, submitted.items(), strict=True):
+
+            def ended(hook: SlurmHook = hook, job_id: int = job_id) -> list[SlurmJob] | None:
+                tasks = hook.get_array_tasks(job_id)
+                return tasks if len(tasks) == 2 and all(t.terminal for t in tasks) else None
+
+            tasks = wait_for(ended, f"array {job_id} ({version}) to end")
+            for task in tasks:
+                assert (task.state, task.exit_code, task.exit_signal) == ("FAILED", 2, 0), version
+                assert task.reason == "NonZeroExitCode" and task.array_job_id == job_id
+                assert job_outcome(task)[:2] == (JobOutcome.FAILED, FailureClass.USER_PROGRAM_FAILED)
+                assert task.std_out == str(workdir / f"api-{version}-{task.job_id}.out")
+                assert hook.read_file(task.std_out) == f"api {version} with spaces {task.job_id}\n"
     finally:
-        hook.close()
+        for hook in hooks:
+            hook.close()

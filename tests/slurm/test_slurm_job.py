@@ -1,9 +1,11 @@
-"""The transport-independent Slurm job model: parsing (REST v0.0.38 recorded from the sandbox,
-v0.0.40+ hand-written from the public OpenAPI shapes, scontrol text), outcomes, submission input."""
+"""The transport-independent Slurm job model: parsing (REST v0.0.38 to v0.0.45, scontrol text and
+accounting recorded from the sandbox's real Slurm 22.05, 24.11 and 26.05; v0.0.39, which no Debian
+release ships, hand-written from Slurm 23.02's parser), outcomes, submission input."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -15,6 +17,7 @@ from airflow_provider_pathways.failures import FailureClass
 from airflow_provider_pathways.slurm_job import (
     ESLURM_INVALID_JOB_ID,
     JobOutcome,
+    Signal,
     SlurmJob,
     SubmitRequest,
     decode_wait_status,
@@ -22,14 +25,20 @@ from airflow_provider_pathways.slurm_job import (
     expand_task_ids,
     job_outcome,
     jobs_from_rest,
+    jobs_from_sacct,
     jobs_from_scontrol,
+    jobs_from_slurmdb,
+    latest_attempts,
     normalize_state,
+    parse_begin,
     parse_sbatch_directives,
     parse_scontrol_record,
+    parse_signal,
     parse_time_limit,
     path_wrapper_script,
     rest_error_numbers,
     rest_errors_text,
+    rest_option_fields,
     rest_submit_body,
 )
 
@@ -94,71 +103,23 @@ def test_rest_v0038_raw_exit_status() -> None:
     assert (job.exit_code, job.exit_signal) == (3, 0)
 
 
-# ---- REST v0.0.40+ (hand-written from the public OpenAPI schemas) ------------------------------
+# ---- REST v0.0.39 (hand-written: no Debian release ships Slurm 23.02 or 23.11) ---------------------
 
 
-def test_rest_v0040_requeued_flag_and_numbers() -> None:
-    (job,) = jobs_from_rest(_load("rest_v0040_requeued.json"))
-    assert job.job_id == 4101 and job.state == "PENDING" and job.flags == frozenset({"REQUEUED"})
-    assert job.requeued and job.restarts == 1
-    assert job.array_job_id is None and job.array_task_id is None
-    assert job.submit_time == T0
-    assert job.start_time is None and job.end_time is None and job.exit_code is None
-    assert job.std_out == "/home/pathways/service-4101.out"
-    assert job.partition == "tpu-v6e" and job.comment == "pathways-workers=4102"
-    outcome, failure, message = job_outcome(job)
-    assert (outcome, failure) == (JobOutcome.ACTIVE, FailureClass.PREEMPTED)
-    assert "requeued" in message and "BeginTime" in message
-
-
-def test_rest_v0041_array_tasks() -> None:
-    jobs = _by_id(jobs_from_rest(_load("rest_v0041_array.json")))
-    assert sorted(task for _, task in jobs) == [0, 1, 2, 3, 4, 5, 6, 7]
-    for task in (4, 5, 6, 7):
-        pending = jobs[(4102, task)]
-        assert pending.state == "PENDING" and pending.array_job_id == 4102
-        assert pending.std_out == f"/home/pathways/pathways/logs/slice-4102_{task}.log"
-    done = jobs[(4103, 0)]
-    assert done.state == "COMPLETED" and done.exit_code == 0 and done.end_time is not None
-    assert job_outcome(done)[0] is JobOutcome.SUCCEEDED
-    failed = jobs[(4104, 1)]
-    assert (failed.state, failed.exit_code, failed.exit_signal) == ("FAILED", 3, 0)
+def test_rest_v0039_hand_written_from_the_23_02_parser() -> None:
+    jobs = {(j.name, j.array_task_id): j for j in jobs_from_rest(_load("rest_v0039_jobs.json"))}
+    requeued = jobs[("requeued", None)]
+    assert (requeued.state, requeued.restarts, requeued.start_time) == ("PENDING", 1, None)
+    assert requeued.requeued and job_outcome(requeued)[:2] == (JobOutcome.ACTIVE, FailureClass.PREEMPTED)
+    failed = jobs[("failed", None)]
+    assert (failed.exit_code, failed.exit_signal) == (3, 0)
     assert job_outcome(failed)[:2] == (JobOutcome.FAILED, FailureClass.USER_PROGRAM_FAILED)
-    running = jobs[(4105, 2)]
-    assert running.state == "RUNNING" and running.node_list == "tpu-slice-[0-3]"
-    assert running.end_time is None and running.std_out == "/home/pathways/pathways/logs/slice-4102_2.log"
-    completing = jobs[(4106, 3)]
-    assert completing.state == "COMPLETING" and completing.active
-    assert job_outcome(completing)[:2] == (JobOutcome.ACTIVE, None)
-
-
-def test_rest_v0043_ended_jobs() -> None:
-    jobs = {j.name: j for j in jobs_from_rest(_load("rest_v0043_ended.json"))}
-    killed = jobs["killed"]
-    assert (killed.exit_code, killed.exit_signal) == (0, 9)
-    outcome, failure, message = job_outcome(killed)
-    assert (outcome, failure) == (JobOutcome.FAILED, FailureClass.USER_PROGRAM_FAILED)
-    assert "signal 9" in message
-    assert killed.std_out == "/scratch/run/slurm-5001.out"
-    oom = jobs["oom"]
-    assert oom.std_out == "/scratch/run/oom.5002.out"
-    assert job_outcome(oom)[:2] == (JobOutcome.FAILED, FailureClass.USER_PROGRAM_FAILED)
-    assert "memory" in job_outcome(oom)[2]
-    preempted = jobs["slice"]
-    assert preempted.std_out == "/scratch/run/out/5003.log"
-    assert job_outcome(preempted)[:2] == (JobOutcome.FAILED, FailureClass.PREEMPTED)
-    assert job_outcome(jobs["lost"])[:2] == (JobOutcome.FAILED, FailureClass.PREEMPTED)
-    outcome, failure, message = job_outcome(jobs["slow"])
-    assert (outcome, failure) == (JobOutcome.FAILED, FailureClass.UNKNOWN)
-    assert "time limit" in message and "TimeLimit" in message
-
-
-def test_rest_v0044_submit_and_unknown_job() -> None:
-    submit = _load("rest_v0044_submit.json")
-    assert submit["job_id"] == submit["result"]["job_id"] == 6001
-    unknown = _load("rest_v0044_unknown_job.json")
-    assert rest_error_numbers(unknown["errors"]) == {ESLURM_INVALID_JOB_ID}
-    assert jobs_from_rest(unknown) == []
+    launch = jobs[("launch", None)]
+    assert (launch.exit_code, launch.exit_signal) == (0, 53)  # 4021 & 0x7f
+    assert job_outcome(launch)[:2] == (JobOutcome.FAILED, FailureClass.INFRASTRUCTURE)
+    assert [jobs[("array", t)].state for t in (0, 2, 3)] == ["RUNNING", "PENDING", "PENDING"]
+    assert jobs[("array", 2)].std_out == "/shared/home/pathways/slice-3904_2.out"
+    assert jobs[("array", 2)].job_id == 3904 and jobs[("array", 0)].job_id == 3905
 
 
 # ---- scontrol -o show job (recorded from the sandbox) ------------------------------------------
@@ -216,6 +177,8 @@ def test_scontrol_time_without_time_format_is_read_as_utc() -> None:
         ("PENDING", 2, "PENDING", {"REQUEUED"}),
         (["RUNNING", "CONFIGURING"], 0, "CONFIGURING", set()),
         (["COMPLETED", "COMPLETING"], 0, "COMPLETING", set()),
+        # 24.11 and 26.05, for about a second after a preemption or requeue: on the way back to PENDING.
+        (["PENDING", "COMPLETING"], 1, "COMPLETING", {"REQUEUED"}),
         (["FAILED", "REQUEUE_HOLD"], 0, "FAILED", {"REQUEUE_HOLD"}),
         ("COMPLETING", 0, "COMPLETING", set()),
         (["PENDING", "RESV_DEL_HOLD"], 0, "PENDING", {"RESV_DEL_HOLD"}),
@@ -241,15 +204,41 @@ def _job(state: str, **kw: object) -> SlurmJob:
             "exit code 3",
         ),
         (_job("OUT_OF_MEMORY", exit_code=0), JobOutcome.FAILED, FailureClass.USER_PROGRAM_FAILED, "memory"),
+        # Launch failures (recorded: 22.05 reason JobLaunchFailure, 24.11/26.05 RaisedSignal:53, both
+        # ExitCode=0:53 = ESLURMD_IO_ERROR 4021 & 0x7f when the output file cannot be opened).
+        (
+            _job("FAILED", reason="JobLaunchFailure", exit_code=0, exit_signal=53),
+            JobOutcome.FAILED,
+            FailureClass.INFRASTRUCTURE,
+            "ESLURMD_IO_ERROR",
+        ),
+        (
+            _job("FAILED", reason="RaisedSignal:53(Real-time_signal_19)", exit_code=0, exit_signal=53),
+            JobOutcome.FAILED,
+            FailureClass.INFRASTRUCTURE,
+            "never started",
+        ),
         (
             _job("FAILED", reason="JobLaunchFailure"),
             JobOutcome.FAILED,
-            FailureClass.UNKNOWN,
+            FailureClass.INFRASTRUCTURE,
             "JobLaunchFailure",
         ),
+        (  # 22.05: a batch script that killed itself (kill -9 $$) reads JobLaunchFailure, 0:9
+            _job("FAILED", reason="JobLaunchFailure", exit_code=0, exit_signal=9),
+            JobOutcome.FAILED,
+            FailureClass.USER_PROGRAM_FAILED,
+            "signal 9",
+        ),
+        (
+            _job("FAILED", reason="RaisedSignal:9(Killed)", exit_code=0, exit_signal=9),
+            JobOutcome.FAILED,
+            FailureClass.USER_PROGRAM_FAILED,
+            "signal 9",
+        ),
         (_job("PREEMPTED"), JobOutcome.FAILED, FailureClass.PREEMPTED, "preempted"),
-        (_job("NODE_FAIL", reason="NodeDown"), JobOutcome.FAILED, FailureClass.PREEMPTED, "NODE_FAIL"),
-        (_job("BOOT_FAIL"), JobOutcome.FAILED, FailureClass.PREEMPTED, "BOOT_FAIL"),
+        (_job("NODE_FAIL", reason="NodeDown"), JobOutcome.FAILED, FailureClass.INFRASTRUCTURE, "NODE_FAIL"),
+        (_job("BOOT_FAIL"), JobOutcome.FAILED, FailureClass.INFRASTRUCTURE, "BOOT_FAIL"),
         (_job("TIMEOUT", reason="TimeLimit"), JobOutcome.FAILED, FailureClass.UNKNOWN, "time limit"),
         (_job("CANCELLED", reason="None"), JobOutcome.FAILED, FailureClass.UNKNOWN, "cancelled"),
         (_job("DEADLINE"), JobOutcome.FAILED, FailureClass.UNKNOWN, "DEADLINE"),
@@ -270,6 +259,12 @@ def _job(state: str, **kw: object) -> SlurmJob:
         (_job("SUSPENDED"), JobOutcome.ACTIVE, None, "SUSPENDED"),
         (_job("CONFIGURING"), JobOutcome.ACTIVE, None, "CONFIGURING"),
         (_job("COMPLETING"), JobOutcome.ACTIVE, None, "COMPLETING"),
+        (
+            _job("COMPLETING", restarts=1, flags=frozenset({"REQUEUED"})),
+            JobOutcome.ACTIVE,
+            FailureClass.PREEMPTED,
+            "requeued",
+        ),
         (_job("SOMETHING_NEW"), JobOutcome.ACTIVE, None, "unknown Slurm state"),
     ],
 )
@@ -420,7 +415,9 @@ def test_directives_fill_what_rest_can_express() -> None:
     )
     assert merged.partition == "explicit" and merged.job_name == "svc"
     assert merged.time_limit_minutes == 60 and merged.requeue is True
-    assert merged.extra_options == {"cpus-per-task": "2"} and ignored == ["--mem"]
+    assert merged.extra_options == {"cpus-per-task": "2", "mem": "4G"} and ignored == []
+    _merged, ignored = request.with_directives({"mail-type": "END", "mem": "4G"})
+    assert ignored == ["--mail-type"]
     with pytest.raises(ValueError, match="#SBATCH line"):
         request.with_directives({"time": "whenever"})
 
@@ -482,7 +479,7 @@ def test_rest_submit_body_v0040_and_later(version: str) -> None:
     assert job["environment"] == ["A=x=y", "B=a b"]
     assert job["time_limit"] == {"set": True, "infinite": True, "number": 0}
     assert job["open_mode"] == ["TRUNCATE"]
-    assert job["tasks"] == {"set": True, "infinite": False, "number": 2}
+    assert job["tasks"] == 2  # an integer in the served OpenAPI documents of v0.0.40 to v0.0.45
 
 
 def test_importing_the_model_is_light() -> None:
@@ -493,3 +490,291 @@ def test_importing_the_model_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ""
+
+
+# ---- sbatch options per transport and API version ------------------------------------------------
+# Field names and types: the OpenAPI documents the sandbox's slurmrestd serve (22.05: v0.0.38, which
+# takes sbatch's option strings through slurm_opt.c; 24.11: v0.0.40-42; 26.05: v0.0.42-45).
+# tests/slurm/test_slurm_hook.py::test_sbatch_options_reach_slurmctld checks them on the daemons.
+
+NOW = 1_800_000_000.0
+
+
+def test_begin_values() -> None:
+    assert parse_begin("now", NOW) == NOW
+    assert parse_begin("now+90", NOW) == NOW + 90
+    assert parse_begin("now+2hours", NOW) == NOW + 7200
+    assert parse_begin("now+1week", NOW) == NOW + 604800
+    assert (
+        parse_begin("2027-01-15T08:00:00+00:00", NOW)
+        == datetime(2027, 1, 15, 8, tzinfo=timezone.utc).timestamp()
+    )
+    # "\uff11": a full-width digit one.
+    for bad in ("2027-01-15T08:00:00", "tomorrow", "now+", "now+1fortnight", "now+1\n", " now", "now+\uff11"):
+        with pytest.raises(ValueError, match="begin"):
+            parse_begin(bad, NOW)
+
+
+def test_signal_values() -> None:
+    assert parse_signal("USR1") == Signal(10, "USR1", 60)
+    assert parse_signal("B:SIGUSR2@300") == Signal(12, "USR2", 300, batch_only=True)
+    assert parse_signal("rb:15@0") == Signal(15, "TERM", 0, batch_only=True, reservation=True)
+    assert parse_signal("B:USR1@300").sbatch == "B:USR1@300"
+    for bad in ("USR3", "B:USR1@", "X:USR1", "0", "65", "USR1@70000", "USR1\n"):
+        with pytest.raises(ValueError, match="signal"):
+            parse_signal(bad)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("nodes", "0"),
+        ("nodes", "2-"),
+        ("ntasks", "1 "),
+        ("ntasks", "1\n"),
+        ("ntasks", "٣"),
+        ("cpus-per-task", "-1"),
+        ("mem", "4GiB"),
+        ("mem", "4G\n"),
+        ("exclusive", "node"),
+        ("dependency", "afterok"),
+        ("dependency", "afterok:1,afterany:2?afterok:3"),
+        ("dependency", "afterok:1;rm"),
+        ("gres", "gpu:1 "),
+        ("constraint", "a b"),
+        ("reservation", "a b"),
+        ("hold", "yes"),
+        ("begin", "soon"),
+        ("signal", "USR9"),
+    ],
+)
+def test_mapped_option_values_are_checked_whole(option: str, value: str) -> None:
+    with pytest.raises(ValueError, match=option):
+        SubmitRequest.build(script_path="/x", extra_options={option: value})
+
+
+def test_array_and_time_limit_are_checked_whole() -> None:
+    for array in ("0-3\n", "\u0660-3", " 0-3", "0-3%"):  # U+0660: an Arabic-Indic zero
+        with pytest.raises(ValueError, match="array"):
+            SubmitRequest.build(script_path="/x", array=array)
+    for limit in ("30\n", " 30", "1:00:00 "):
+        with pytest.raises(ValueError, match="time_limit"):
+            SubmitRequest.build(script_path="/x", time_limit=limit)
+
+
+OPTIONS = {
+    "begin": "now+3600",
+    "dependency": "afterany:12:13_2,afterok:14",
+    "exclusive": "user",
+    "nodes": "1-2",
+    "ntasks": "2",
+    "cpus-per-task": "3",
+    "mem": "1536K",
+    "gres": "gpu:1,nic:2",
+    "constraint": "a&b",
+    "reservation": "maint",
+    "signal": "B:USR1@300",
+    "hold": "",
+}
+
+
+def test_options_over_ssh() -> None:
+    request = SubmitRequest.build(script_path="/x", requeue=False, extra_options=OPTIONS)
+    args = request.sbatch_options()
+    assert "--no-requeue" in args and "--begin=now+3600" in args and "--signal=B:USR1@300" in args
+    assert "--exclusive=user" in args and "--hold" in args and "--mem=1536K" in args
+    absolute = SubmitRequest.build(script_path="/x", extra_options={"begin": "2027-01-15T08:00:00+00:00"})
+    (begin,) = [a for a in absolute.sbatch_options() if a.startswith("--begin=")]
+    assert re.fullmatch(r"--begin=now\+[0-9]+", begin)
+
+
+def test_options_over_rest_v0038() -> None:
+    fields = rest_option_fields({**OPTIONS, "signal": "USR1@300"}, "v0.0.38", now=NOW)
+    assert fields == {
+        "begin_time": "now+3600",
+        "dependency": "afterany:12:13_2,afterok:14",
+        "exclusive": "user",
+        "nodes": "1-2",
+        "ntasks": 2,
+        "cpus_per_task": 3,
+        "memory_per_node": "1536K",
+        "gres": "gpu:1,nic:2",
+        "constraints": "a&b",
+        "reservation": "maint",
+        "signal": "USR1@300",
+        "hold": True,
+    }
+    assert rest_option_fields({"exclusive": ""}, "v0.0.38") == {"exclusive": "exclusive"}
+    with pytest.raises(ValueError, match=r"signal.*batch shell"):
+        rest_option_fields({"signal": "B:USR1@300"}, "v0.0.38")
+    with pytest.raises(ValueError, match=r"topo.*v0\.0\.41"):
+        rest_option_fields({"exclusive": "topo"}, "v0.0.38")
+
+
+@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"])
+def test_options_over_rest_v0040_and_later(version: str) -> None:
+    fields = rest_option_fields(OPTIONS, version, now=NOW)
+
+    def number(n: int) -> dict:
+        return {"set": True, "infinite": False, "number": n}
+
+    assert fields == {
+        "begin_time": number(int(NOW) + 3600),
+        "dependency": "afterany:12:13_2,afterok:14",
+        "shared": ["user"],
+        "nodes": "1-2",
+        "tasks": 2,
+        "cpus_per_task": 3,
+        "memory_per_node": number(2),  # 1536K rounded up to whole MB, as str_to_mbytes does
+        "tres_per_node": "gres/gpu:1,gres/nic:2",
+        "constraints": "a&b",
+        "reservation": "maint",
+        "kill_warning_signal": "USR1",
+        "kill_warning_delay": number(300),
+        "kill_warning_flags": ["BATCH_JOB"],
+        "hold": True,
+    }
+    assert rest_option_fields({"exclusive": ""}, version) == {"shared": ["none"]}
+    topo = {"shared": ["topo"]} if version != "v0.0.40" else None
+    if topo:
+        assert rest_option_fields({"exclusive": "topo"}, version) == topo
+    else:
+        with pytest.raises(ValueError, match="topo"):
+            rest_option_fields({"exclusive": "topo"}, version)
+
+
+def test_unmapped_options_are_refused_over_rest_before_submission() -> None:
+    request = SubmitRequest.build(script_path="/x", extra_options={"mail-type": "END"})
+    assert request.sbatch_options()[-1] == "--mail-type=END"  # sbatch over SSH knows it
+    with pytest.raises(ValueError, match=r"extra_options\['mail-type'\].*v0\.0\.42"):
+        rest_submit_body(
+            request, api_version="v0.0.42", script="#!/bin/sh\n", environment={}, working_directory="/"
+        )
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"), [("v0.0.38", {"no_requeue": True}), ("v0.0.42", {"requeue": False})]
+)
+def test_no_requeue_per_api_version(version: str, expected: dict) -> None:
+    # Slurm 22.05's v0.0.38 maps "requeue" to sbatch --requeue whatever its value (slurm_opt.c
+    # arg_set_data_requeue; seen: Requeue=1 after "requeue": false); "no_requeue" is --no-requeue.
+    request = SubmitRequest.build(script_path="/x", requeue=False)
+    body = rest_submit_body(
+        request, api_version=version, script="#!/bin/sh\n", environment={}, working_directory="/"
+    )
+    job = body["job"]
+    assert {k: job[k] for k in ("requeue", "no_requeue") if k in job} == expected
+
+
+def test_scontrol_submit_line_is_free_text() -> None:
+    (job,) = jobs_from_scontrol(
+        "JobId=9 JobName=x JobState=RUNNING Reason=None Restarts=0 ExitCode=0:0 Partition=batch "
+        "Command=/opt/run.sh SubmitLine=sbatch --comment=a A=1 Partition=evil /opt/run.sh "
+        "WorkDir=/home/u Comment=c StdOut=/home/u/o"
+    )
+    assert job.partition == "batch" and job.work_dir == "/home/u" and job.std_out == "/home/u/o"
+
+
+# ---- recorded from the sandbox's real Slurm 24.11 and 26.05 (tests/slurm/record_fixtures.py) ----------
+# One job per state, each saved once per API version its slurmrestd serves (24.11: v0.0.40-42,
+# 26.05: v0.0.42-45), plus scontrol -o show job, sacct -D and slurmdb answers of the same jobs.
+
+RECORDED_REST = sorted(DATA.glob("rest_v00[4-9][0-9]_*_jobs.json"))
+RECORDED_SCONTROL = sorted(DATA.glob("scontrol_[0-9]*_jobs.txt"))
+
+
+def _check_recorded_jobs(jobs: list[SlurmJob], where: str) -> None:
+    by_name: dict[str, list[SlurmJob]] = {}
+    for job in jobs:
+        by_name.setdefault(job.name, []).append(job)
+    assert set(by_name) == {
+        "completed", "failed", "killed", "launch", "cancelled", "timeout", "array", "requeued", "nodefail"
+    }, where  # fmt: skip
+    (completed,) = by_name["completed"]
+    assert job_outcome(completed)[0] is JobOutcome.SUCCEEDED and completed.comment == "note Partition=x"
+    assert completed.std_out is not None and completed.std_out.endswith(f"/completed-{completed.job_id}.out")
+    assert completed.std_out.startswith("/shared/home/pathways/"), where
+    (failed,) = by_name["failed"]
+    assert (failed.state, failed.exit_code, failed.exit_signal, failed.reason) == (
+        "FAILED", 3, 0, "NonZeroExitCode"
+    ), where  # fmt: skip
+    assert job_outcome(failed)[:2] == (JobOutcome.FAILED, FailureClass.USER_PROGRAM_FAILED)
+    (killed,) = by_name["killed"]
+    assert (killed.state, killed.exit_signal) == ("FAILED", 9), where
+    assert job_outcome(killed)[:2] == (JobOutcome.FAILED, FailureClass.USER_PROGRAM_FAILED)
+    (launch,) = by_name["launch"]
+    assert (launch.state, launch.exit_code, launch.exit_signal) == ("FAILED", 0, 53), where
+    # scontrol: "RaisedSignal:53(Real-time_signal_19)", slurmrestd: "RaisedSignal": not the program.
+    assert (launch.reason or "").startswith("RaisedSignal"), where
+    outcome, failure, message = job_outcome(launch)
+    assert (outcome, failure) == (
+        JobOutcome.FAILED,
+        FailureClass.INFRASTRUCTURE,
+    ) and "ESLURMD_IO_ERROR" in message
+    (cancelled,) = by_name["cancelled"]
+    assert job_outcome(cancelled)[:2] == (JobOutcome.FAILED, FailureClass.UNKNOWN)
+    (timeout,) = by_name["timeout"]
+    assert (timeout.state, timeout.reason) == ("TIMEOUT", "TimeLimit"), where
+    assert "time limit" in job_outcome(timeout)[2]
+    (requeued,) = by_name["requeued"]
+    assert (requeued.state, requeued.restarts, requeued.reason) == ("PENDING", 1, "BeginTime"), where
+    assert requeued.requeued and job_outcome(requeued)[:2] == (JobOutcome.ACTIVE, FailureClass.PREEMPTED)
+    (nodefail,) = by_name["nodefail"]
+    assert (nodefail.state, nodefail.reason) == ("NODE_FAIL", "NodeDown"), where
+    assert job_outcome(nodefail)[:2] == (JobOutcome.FAILED, FailureClass.INFRASTRUCTURE)
+    tasks = sorted(by_name["array"], key=lambda t: t.array_task_id or 0)
+    assert [t.array_task_id for t in tasks] == [0, 1, 2, 3, 4, 5], where
+    assert {t.array_job_id for t in tasks} == {tasks[0].array_job_id}
+    assert sorted(t.state for t in tasks) == ["PENDING"] * 4 + ["RUNNING"] * 2, where
+    for task in tasks:
+        assert task.std_out.endswith(f"/slice-{task.array_job_id}_{task.array_task_id}.out"), where
+        if task.state == "PENDING":
+            assert task.job_id == task.array_job_id and task.reason == "JobArrayTaskLimit"
+            assert task.start_time is None
+
+
+@pytest.mark.parametrize("path", RECORDED_REST, ids=lambda p: p.stem)
+def test_recorded_rest_jobs(path: Path) -> None:
+    payload = json.loads(path.read_text())
+    _check_recorded_jobs(jobs_from_rest(payload), path.name)
+
+
+@pytest.mark.parametrize("path", RECORDED_SCONTROL, ids=lambda p: p.stem)
+def test_recorded_scontrol_jobs(path: Path) -> None:
+    _check_recorded_jobs(jobs_from_scontrol(path.read_text()), path.name)
+
+
+@pytest.mark.parametrize(
+    "path", sorted(DATA.glob("rest_v00[4-9][0-9]_*_unknown_job.json")), ids=lambda p: p.stem
+)
+def test_recorded_unknown_job(path: Path) -> None:
+    status, payload = json.loads(path.read_text())
+    assert status == 404  # 22.05 answered 500
+    assert rest_error_numbers(payload["errors"]) == {ESLURM_INVALID_JOB_ID}
+    assert jobs_from_rest(payload) == []
+
+
+def test_recorded_sacct_keeps_every_attempt_and_the_last_one_is_the_end() -> None:
+    records = jobs_from_sacct((DATA / "sacct_2411_jobs.txt").read_text())
+    assert all(job.source == "accounting" for job in records)
+    attempts = [job for job in records if job.name == "requeued"]
+    assert [(j.state, j.restarts) for j in attempts] == [("PENDING", 0), ("FAILED", 1)]
+    latest = {job.name: job for job in latest_attempts(records) if job.array_task_id is None}
+    assert (latest["requeued"].state, latest["requeued"].exit_code) == ("FAILED", 4)
+    assert job_outcome(latest["requeued"])[:2] == (JobOutcome.FAILED, FailureClass.USER_PROGRAM_FAILED)
+    assert job_outcome(latest["launch"])[:2] == (JobOutcome.FAILED, FailureClass.INFRASTRUCTURE)
+    assert job_outcome(latest["nodefail"])[:2] == (JobOutcome.FAILED, FailureClass.INFRASTRUCTURE)
+    assert latest["timeout"].state == "TIMEOUT" and latest["completed"].comment == "note Partition=x"
+    assert (latest["failed"].std_out or "").endswith(f"/failed-{latest['failed'].job_id}.out")
+    tasks = [job for job in latest_attempts(records) if job.name == "array"]
+    assert sorted(t.array_task_id for t in tasks) == [0, 1, 2, 3, 4, 5]
+
+
+def test_recorded_slurmdb_keeps_every_attempt_and_the_last_one_is_the_end() -> None:
+    records = jobs_from_slurmdb({"jobs": json.loads((DATA / "slurmdb_v0042_requeued.json").read_text())})
+    assert [(j.state, sorted(j.flags), j.restarts) for j in records] == [
+        ("PENDING", ["REQUEUED"], 0),
+        ("FAILED", [], 1),
+    ]
+    (last,) = latest_attempts(records)
+    assert (last.state, last.exit_code, last.source) == ("FAILED", 4, "accounting")
