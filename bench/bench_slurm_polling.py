@@ -1,6 +1,7 @@
 """Load on slurmctld: Slurm RPCs per readiness poll (``check_pathways_service``) at 4 and 32 slices.
 
-Runs against the real sandbox Slurm cluster (``sandbox/slurm/up.sh``, 127.0.0.1 only). Two Pathways
+Runs against each real sandbox Slurm cluster (22.05 from ``sandbox/slurm/up.sh``, 24.11 and 26.05
+from ``sandbox/slurm/versions.sh``; ``--versions`` picks), 127.0.0.1 only. Per version, two Pathways
 service jobs (``start_pathways.sh``, MAX_SLICES 4 and 32) are started and waited for; then, per
 transport (REST and SSH), N polls of ``check_pathways_service`` are bracketed by ``sdiag`` (slurmctld's
 own "Remote Procedure Call statistics by message type" counters). Baseline, same run: a naive poller
@@ -8,7 +9,8 @@ that asks Slurm about every array task separately (``scontrol show job <array>_<
 task). Slurm calls and file operations per poll are also counted by wrapping the hook's transport
 methods in this process (provider code is not modified). Everything is cancelled at the end.
 
-Run from the repository root, as root: ``.venv/bin/python bench/bench_slurm_polling.py``.
+Run from the repository root, as root: ``.venv/bin/python bench/bench_slurm_polling.py``
+(``--versions 24.11`` for one version).
 """
 
 from __future__ import annotations
@@ -59,11 +61,20 @@ def bootstrap_airflow() -> None:
         sys.path.insert(0, str(REPO_ROOT))
 
 
-def start_sandbox() -> dict[str, str]:
-    """Run the idempotent ``up.sh`` and return ``slurm.json``."""
+def start_sandbox(version: str) -> dict[str, str]:
+    """Start that version's cluster (idempotent ``up.sh`` / ``versions.sh up``); its ``slurm.json``."""
     from sandbox.slurm.cluster import start_slurm_sandbox
 
-    return start_slurm_sandbox(timeout=300)
+    return start_slurm_sandbox(timeout=900, version=version)
+
+
+CLI: list[str] = []  # the prefix that runs Slurm's commands against the cluster being measured
+
+
+def use_cluster(settings: dict[str, str]) -> None:
+    from sandbox.slurm.cluster import slurm_cli
+
+    CLI[:] = slurm_cli(settings)
 
 
 def set_connections(settings: dict[str, str]) -> None:
@@ -90,7 +101,7 @@ _RPC_LINE = re.compile(r"^\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)", re.M)
 
 def sdiag() -> dict[str, int]:
     """slurmctld's RPC counters by message type."""
-    out = subprocess.run(["sdiag"], capture_output=True, text=True, timeout=30, check=True).stdout
+    out = subprocess.run([*CLI, "sdiag"], capture_output=True, text=True, timeout=30, check=True).stdout
     section = out.split("Remote Procedure Call statistics by message type", 1)[1]
     section = section.split("Remote Procedure Call statistics by user", 1)[0]
     return {m[1]: int(m[2]) for m in _RPC_LINE.finditer(section)}
@@ -223,7 +234,7 @@ async def wait_ready(hook: SlurmHook, service: Service, timeout: float = 90.0) -
 def job_pids(job_id: int) -> list[int]:
     """Processes of the job on this (only) node, from ``scontrol listpids``."""
     out = subprocess.run(
-        ["scontrol", "listpids", str(job_id)], capture_output=True, text=True, timeout=30, check=False
+        [*CLI, "scontrol", "listpids", str(job_id)], capture_output=True, text=True, timeout=30, check=False
     ).stdout
     rows = [line.split() for line in out.splitlines()]
     return [int(row[0]) for row in rows if row and row[0].isdigit()]
@@ -441,6 +452,9 @@ def main() -> int:
     parser.add_argument("--polls", type=int, default=10, help="provider polls per counting window")
     parser.add_argument("--naive-polls", type=int, default=2, help="naive polls per counting window")
     parser.add_argument("--batches", type=int, default=6, help="counting windows per row (lowest counts)")
+    parser.add_argument(
+        "--versions", default="22.05,24.11,26.05", help="sandbox Slurm versions to measure, comma separated"
+    )
     args = parser.parse_args()
     polls = min(max(args.polls, 1), 100)
     naive_polls = min(max(args.naive_polls, 1), 20)
@@ -449,18 +463,30 @@ def main() -> int:
         print("bench_slurm_polling: needs root (sdiag, scontrol listpids, sandbox/slurm/up.sh)")
         return 1
 
-    started, load = time.monotonic(), os.getloadavg()
+    started = time.monotonic()
     bootstrap_airflow()
-    settings = start_sandbox()
-    set_connections(settings)
     install_counters()
+    print("bench_slurm_polling: Slurm RPCs per readiness poll (check_pathways_service) vs MAX_SLICES")
+    for version in [v.strip() for v in args.versions.split(",") if v.strip()]:
+        measure_version(version, polls, naive_polls, batches)
+    print(f"\n(wall time of the benchmark: {time.monotonic() - started:.1f} s)")
+    return 0
+
+
+def measure_version(version: str, polls: int, naive_polls: int, batches: int) -> None:
+    """The whole measurement on one sandbox Slurm version."""
     from airflow_provider_pathways.hooks.slurm import SlurmHook
 
-    print("bench_slurm_polling: Slurm RPCs per readiness poll (check_pathways_service) vs MAX_SLICES")
+    load = os.getloadavg()
+    settings = start_sandbox(version)
+    use_cluster(settings)
+    set_connections(settings)
+    release = settings.get("SLURM_SANDBOX_SLURM_RELEASE", version)
+    print()
     print(
-        f"sandbox Slurm on 127.0.0.1 (REST {settings['SLURM_SANDBOX_REST_URL']}, SSH port "
-        f"{settings['SLURM_SANDBOX_SSH_PORT']}); load average at start {load[0]:.2f} "
-        f"on {os.cpu_count()} cores"
+        f"== Slurm {release}: sandbox on 127.0.0.1 (REST {settings['SLURM_SANDBOX_REST_URL']}, "
+        f"{settings['SLURM_SANDBOX_REST_API_VERSION']}; SSH port {settings['SLURM_SANDBOX_SSH_PORT']}); "
+        f"load average at start {load[0]:.2f} on {os.cpu_count()} cores"
     )
     workdir = user_dir(settings)
     admin = SlurmHook(slurm_conn_id=CONN_IDS["rest"])
@@ -470,7 +496,7 @@ def main() -> int:
             services.append(submit_service(admin, settings, workdir, slices))
             asyncio.run(wait_ready(admin, services[-1]))
         foreign = subprocess.run(
-            ["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True, timeout=30, check=False
+            [*CLI, "squeue", "-h", "-o", "%i %j"], capture_output=True, text=True, timeout=30, check=False
         ).stdout.split("\n")
         ours = {str(s.job_id) for s in services} | {str(s.array_id) for s in services}
         others = [line for line in foreign if line.strip() and line.split()[0].split("_")[0] not in ours]
@@ -514,8 +540,6 @@ def main() -> int:
         cancel_all(admin, services)
         admin.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"\n(wall time of the benchmark: {time.monotonic() - started:.1f} s)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -62,11 +62,16 @@ def bootstrap_airflow() -> None:
         sys.path.insert(0, str(REPO_ROOT))
 
 
-def start_sandbox() -> dict[str, str]:
-    """Run the idempotent ``up.sh`` and return ``slurm.json``."""
-    from sandbox.slurm.cluster import start_slurm_sandbox
+CLI: list[str] = []  # the prefix that runs Slurm's commands against the cluster being measured
 
-    return start_slurm_sandbox(timeout=300)
+
+def start_sandbox(version: str) -> dict[str, str]:
+    """Start that version's cluster (idempotent ``up.sh`` / ``versions.sh up``); its ``slurm.json``."""
+    from sandbox.slurm.cluster import slurm_cli, start_slurm_sandbox
+
+    settings = start_slurm_sandbox(timeout=900, version=version)
+    CLI[:] = slurm_cli(settings)
+    return settings
 
 
 def set_connections(settings: dict[str, str]) -> None:
@@ -172,7 +177,7 @@ def poke_loop(sensor: Any, interval: float, phase: float, until: float) -> float
 
 
 def scontrol(*args: str) -> None:
-    subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=30, check=True)
+    subprocess.run([*CLI, "scontrol", *args], capture_output=True, text=True, timeout=30, check=True)
 
 
 def wait_ended(hook: SlurmHook, job_id: int, timeout: float = 20.0) -> None:
@@ -361,6 +366,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=8)
     parser.add_argument("--seed", type=int, default=20240601)
+    parser.add_argument("--version", default="22.05", help="sandbox Slurm version (22.05, 24.11, 26.05)")
     args = parser.parse_args()
     reps_wanted = min(max(args.reps, 1), 20)
     if os.geteuid() != 0:
@@ -369,7 +375,7 @@ def main() -> int:
 
     started, load = time.monotonic(), os.getloadavg()
     bootstrap_airflow()
-    settings = start_sandbox()
+    settings = start_sandbox(args.version)
     set_connections(settings)
     install_poll_timer()
     from airflow_provider_pathways.hooks.slurm import SlurmHook
@@ -379,9 +385,9 @@ def main() -> int:
     intervals = tuple(dict.fromkeys((default_interval, FAST_INTERVAL)))
     print("bench_slurm_readiness: cluster.env written -> PathwaysClusterEnvTrigger event, vs 60 s poke")
     print(
-        f"sandbox Slurm on 127.0.0.1 (REST {settings['SLURM_SANDBOX_REST_URL']}, SSH port "
-        f"{settings['SLURM_SANDBOX_SSH_PORT']}); load average at start {load[0]:.2f} "
-        f"on {os.cpu_count()} cores"
+        f"sandbox Slurm {settings.get('SLURM_SANDBOX_SLURM_RELEASE', args.version)} on 127.0.0.1 (REST "
+        f"{settings['SLURM_SANDBOX_REST_URL']}, SSH port {settings['SLURM_SANDBOX_SSH_PORT']}); load "
+        f"average at start {load[0]:.2f} on {os.cpu_count()} cores"
     )
     shown = " and ".join(f"{i:g} s" for i in intervals)
     lines = [
