@@ -120,8 +120,9 @@ def _slurm_fields() -> dict[str, Any]:
                 "default": None,
                 "values_display": {"null": "from the host and port", "http": "http", "https": "https"},
             },
-            "description": "Empty: https when the host starts with https:// or the port is 443, else http. "
-            "https here, or an https:// host, always means TLS: an http choice never turns it off.",
+            "description": "From the host and port (the default): https when the host starts with "
+            "https:// or the port is 443, else http. https chosen here, or an https:// host, always means "
+            "TLS: http chosen here never turns it off.",
         },
         "verify_ssl": _boolean(
             "Verify the TLS certificate (REST)",
