@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.airflow_runs import load_dag, run_dag
+from tests.slurm.conftest import wait_for
 
 DAGS = "slurm_scenarios.py"
 TRANSPORTS = ["slurm_rest", "slurm_ssh"]
@@ -159,7 +160,8 @@ def test_stale_cluster_env_from_an_earlier_run_is_ignored(
     assert outcomes["ready"].state == "failed"  # timed out: the old file never counted
     assert "older than the service job" in logs
     assert outcomes["stop"].state == "success"
-    assert job_state(outcomes["service"].xcom["job_id"]) == "CANCELLED"
+    service = outcomes["service"].xcom["job_id"]
+    wait_for(lambda: job_state(service) == "CANCELLED", f"service job {service} to end CANCELLED")
 
 
 @pytest.mark.parametrize("conn", TRANSPORTS)
