@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ sys.path.insert(0, str(DOCS.parent))
 # Autodoc imports the package, which imports Airflow: give Airflow a home of its own here.
 os.environ.setdefault("AIRFLOW_HOME", str(DOCS / "_build" / "airflow-home"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
+logging.getLogger("airflow").setLevel(logging.WARNING)
 
 from airflow_provider_pathways import __version__  # noqa: E402
 from airflow_provider_pathways.provider_info import DOCUMENTATION_URL  # noqa: E402
@@ -41,4 +44,3 @@ html_show_sourcelink = False
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
-autodoc_default_options = {"show-inheritance": False}

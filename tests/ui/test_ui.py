@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -209,20 +208,10 @@ def test_each_example_dag_shows_its_docs_and_a_titled_trigger_form(
 # ---- connection forms -----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from sandbox.kube.launcher import start_kube_standin
-
-    standin = start_kube_standin(tmp_path_factory.mktemp("kube-ui"))
-    try:
-        yield standin
-    finally:
-        standin.stop()
-
-
 def test_gke_connection_saved_through_the_form_reaches_the_cluster(
     page: Page, airflow_ui: AirflowUi, kube: Any, saved_connection: Any, screenshots: Screenshots
 ) -> None:
+    """``kube``: the Kubernetes stand-in of the test session; the form gets its kubeconfig path."""
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
     dialog = new_connection(page, airflow_ui, "ui_gke", "Pathways on GKE")
