@@ -75,7 +75,7 @@ def free_port() -> int:
 
 
 def server_env(home: Path, port: int) -> dict[str, str]:
-    # Nothing of the test session's Airflow configuration leaks into the server's.
+    # Nothing of the test run's own Airflow configuration leaks into the server's.
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(
         {

@@ -34,7 +34,7 @@ DAG_IDS = (
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJwYXRod2F5cyJ9.dWktdGVzdC1zaWduYXR1cmU"
 
 
-# ---- helpers --------------------------------------------------------------------------------
+# ---- forms and fields ---------------------------------------------------------------------
 
 
 def conn_fields(conn_type: str) -> dict[str, Any]:
@@ -211,7 +211,7 @@ def test_each_example_dag_shows_its_docs_and_a_titled_trigger_form(
 def test_gke_connection_saved_through_the_form_reaches_the_cluster(
     page: Page, airflow_ui: AirflowUi, kube: Any, saved_connection: Any, screenshots: Screenshots
 ) -> None:
-    """``kube``: the Kubernetes stand-in of the test session; the form gets its kubeconfig path."""
+    """``kube``: the Kubernetes stand-in the GKE tests share; the form gets its kubeconfig path."""
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
     dialog = new_connection(page, airflow_ui, "ui_gke", "Pathways on GKE")
