@@ -9,6 +9,18 @@ from airflow_provider_pathways import __version__
 # The public documentation of this provider (``[project.urls] Documentation`` in pyproject.toml says
 # the same; Airflow's Providers page links the package name to that one).
 DOCUMENTATION_URL = "https://airflow-provider-pathways.readthedocs.io/en/stable/"
+# Its guide per operator and sensor, relative to DOCUMENTATION_URL.
+HOW_TO_GUIDES = (
+    "operators/pathways_job.html",
+    "operators/delete_pathways_job.html",
+    "sensors/pathways_job_ready.html",
+    "operators/pathways_slurm_service.html",
+    "sensors/cluster_env.html",
+    "operators/slurm_job.html",
+    "operators/cancel_slurm_job.html",
+    "operators/cache_cleanup.html",
+    "operators/cache_lifecycle.html",
+)
 
 
 def _string(label: str, description: str, **schema: Any) -> dict[str, Any]:
@@ -204,11 +216,7 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": "Pathways",
                 "external-doc-url": "https://cloud.google.com/ai-hypercomputer/docs/workloads/pathways-on-cloud/pathways-intro",
-                "how-to-guide": [
-                    DOCUMENTATION_URL + "operators/gke.html",
-                    DOCUMENTATION_URL + "operators/slurm.html",
-                    DOCUMENTATION_URL + "operators/cache.html",
-                ],
+                "how-to-guide": [DOCUMENTATION_URL + page for page in HOW_TO_GUIDES],
                 "tags": ["gcp"],
             }
         ],

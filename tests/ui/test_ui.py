@@ -143,6 +143,8 @@ def test_the_providers_page_links_the_documentation_index(
         canonical = docs.locator('link[rel="canonical"]')
         expect(canonical).to_have_attribute("href", DOCUMENTATION_URL + "index.html")
         expect(docs.get_by_role("link", name="Connections").first).to_be_visible()
+        for guide in get_provider_info()["integrations"][0]["how-to-guide"]:
+            assert (built_docs / guide.removeprefix(DOCUMENTATION_URL)).is_file(), guide
         screenshots.take(docs, "docs-index")
         docs.close()
     finally:
