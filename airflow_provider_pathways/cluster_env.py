@@ -39,7 +39,7 @@ def parse_cluster_env(text: str) -> dict[str, str]:
             line = line[len("export ") :].lstrip()
         key, sep, rest = line.partition("=")
         key = key.strip()
-        if not sep or not _KEY.match(key):
+        if not sep or not _KEY.fullmatch(key):
             raise ClusterEnvError(f"cluster.env line {number} is not KEY=VALUE")
         try:
             words = shlex.split(rest, comments=True, posix=True)
@@ -51,7 +51,7 @@ def parse_cluster_env(text: str) -> dict[str, str]:
 
 def normalize_proxy_address(value: str) -> str:
     """``grpc://host:port`` for ``grpc://host:port`` or ``host:port``; ValueError otherwise."""
-    match = _ADDRESS.match(value.strip())
+    match = _ADDRESS.fullmatch(value.strip())
     if not match or not 0 < int(match["port"]) < 65536:
         raise ValueError(f"{value!r} is not a proxy address; expected grpc://host:port or host:port")
     return f"grpc://{match['host']}:{match['port']}"

@@ -74,7 +74,7 @@ def default_job_name(
 def safe_label_value(value: object) -> str:
     """A valid label value for ``value``: unchanged if already valid, else sanitized with a hash."""
     text = str(value)
-    if len(text) <= MAX_LABEL_VALUE and _LABEL_VALUE.match(text):
+    if len(text) <= MAX_LABEL_VALUE and _LABEL_VALUE.fullmatch(text):
         return text
     cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("-_.")[:54].strip("-_.")
     return f"{cleaned}-{_digest(text)}" if cleaned else _digest(text)

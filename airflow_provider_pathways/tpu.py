@@ -126,7 +126,7 @@ class SliceShape:
 
 def parse_topology(topology: object) -> tuple[int, ...]:
     """Split ``2x2x4`` into ``(2, 2, 4)``; raise ValueError unless it is 2 or 3 positive integers."""
-    if not isinstance(topology, str) or not _TOPOLOGY_RE.match(topology):
+    if not isinstance(topology, str) or not _TOPOLOGY_RE.fullmatch(topology):
         raise ValueError(f"topology {topology!r} is not of the form AxB or AxBxC")
     return tuple(int(part) for part in topology.split("x"))
 

@@ -43,16 +43,28 @@ if TYPE_CHECKING:
 
 SLICE_SHAPE = re.compile(r"^[1-9][0-9]*x[1-9][0-9]*(x[1-9][0-9]*)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SCALARS = (str, int, float, bool)
 
 
 def _environment_problems(environment: Mapping[str, Any]) -> list[str]:
     problems = []
     for key, value in environment.items():
-        if not isinstance(key, str) or not _ENV_NAME.match(key):
+        if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
             problems.append(f"environment: {key!r} is not a valid variable name (letters, digits, _)")
-        if not isinstance(value, str):
-            problems.append(f"environment[{key!r}]: must be a string, got {type(value).__name__}")
+        if not isinstance(value, _SCALARS):
+            problems.append(
+                f"environment[{key!r}]: must be a string (or a number or bool), got {type(value).__name__}"
+            )
     return problems
+
+
+def environment_text(environment: Mapping[str, Any]) -> dict[str, str]:
+    """The environment as strings: native templating renders ``"3"`` as ``3`` and ``"true"`` as
+    ``True``; a variable always arrives as text (``3``, ``true``)."""
+    return {
+        key: ("true" if value else "false") if isinstance(value, bool) else str(value)
+        for key, value in environment.items()
+    }
 
 
 def _script_problems(script: str | None, script_path: str | None) -> list[str]:
@@ -81,6 +93,7 @@ class _SlurmJobMixin(ReattachingJobOperator):
         working_directory: str | None = None,
         output_path: str | None = None,
         sbatch_options: Mapping[str, str] | None = None,
+        requeue: bool | None = None,
         cancel_on_kill: bool = True,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 10.0,
@@ -105,6 +118,7 @@ class _SlurmJobMixin(ReattachingJobOperator):
         self.working_directory = working_directory
         self.output_path = output_path
         self.sbatch_options = dict(sbatch_options or {})
+        self.requeue = requeue
         self.cancel_on_kill = cancel_on_kill
         self.deferrable = deferrable
         self.poll_interval = poll_interval
@@ -121,7 +135,7 @@ class _SlurmJobMixin(ReattachingJobOperator):
 
     def submission_environment(self) -> dict[str, str]:
         """Environment given to the job."""
-        return dict(self.environment)
+        return environment_text(self.environment)
 
     def input_problems(self) -> list[str]:
         """Problems with the operator's arguments; checked before anything is submitted."""
@@ -149,6 +163,7 @@ class _SlurmJobMixin(ReattachingJobOperator):
                 environment=self.submission_environment(),
                 working_directory=self.working_directory,
                 output=self.output_path,
+                requeue=self.requeue,
                 extra_options=self.sbatch_options,
             )
         except (FileNotFoundError, ValueError) as err:
@@ -284,6 +299,8 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
     :param worker_array_key: the ``cluster.env`` key holding the worker array job id.
     :param cancel_on_kill: cancel the service job and its worker array when the task is killed
         or its wait times out.
+    :param requeue: whether Slurm may requeue the service job (``--requeue``/``--no-requeue``);
+        default: the cluster's ``JobRequeue``.
     :param preemption_retries: retries for preemption and infrastructure failures when the DAG
         sets no ``retries``.
     :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait.
@@ -302,6 +319,9 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
         "account",
         "qos",
         "time_limit",
+        "working_directory",
+        "output_path",
+        "sbatch_options",
         "cluster_env_path",
         "slurm_conn_id",
     )
@@ -338,7 +358,7 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
 
     def input_problems(self) -> list[str]:
         problems = super().input_problems()
-        if not isinstance(self.slice_shape, str) or not SLICE_SHAPE.match(self.slice_shape):
+        if not isinstance(self.slice_shape, str) or not SLICE_SHAPE.fullmatch(self.slice_shape):
             problems.append(f"slice_shape: {self.slice_shape!r} is not a topology like 2x4 or 2x2x2")
         slices: list[int] = []
         for field in ("min_slices", "max_slices"):
@@ -373,7 +393,7 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
 
     def submission_environment(self) -> dict[str, str]:
         return {
-            **self.environment,
+            **environment_text(self.environment),
             "SLICE_SHAPE": str(self.slice_shape),
             "MIN_SLICES": str(int(self.min_slices)),
             "MAX_SLICES": str(int(self.max_slices)),
@@ -495,6 +515,8 @@ class SlurmJobOperator(_SlurmJobMixin):
     :param script_path: the script on the cluster; or ``script``: its text, uploaded.
     :param environment: extra environment variables (arrive byte-for-byte).
     :param output_path: ``--output`` path; default Slurm's ``slurm-%j.out`` in the working directory.
+    :param requeue: ``False`` ends the job ``NODE_FAIL`` when its node fails instead of requeueing it
+        (``--no-requeue``), ``True`` lets Slurm requeue it; default: the cluster's ``JobRequeue``.
     :param log_tail_lines: lines of the job's output copied into the task log at the end.
     :param preemption_retries: retries for preemption and infrastructure failures when the DAG
         sets no ``retries``.
@@ -512,6 +534,7 @@ class SlurmJobOperator(_SlurmJobMixin):
         "time_limit",
         "working_directory",
         "output_path",
+        "sbatch_options",
         "slurm_conn_id",
     )
     ui_color = "#fff4e5"

@@ -44,7 +44,7 @@ def dns1123_label_error(value: str) -> str | None:
     """Why ``value`` is not a DNS-1123 label (lowercase alnum and '-', alnum at both ends, <= 63)."""
     if len(value) > MAX_NAME:
         return f"is {len(value)} characters, more than {MAX_NAME}"
-    if not _DNS1123_LABEL.match(value):
+    if not _DNS1123_LABEL.fullmatch(value):
         return "must consist of lowercase letters, digits and '-', and start and end with a letter or digit"
     return None
 
@@ -53,7 +53,7 @@ def dns1035_label_error(value: str, *, check_length: bool = True) -> str | None:
     """Why ``value`` is not a DNS-1035 label (like DNS-1123 but starting with a letter)."""
     if check_length and len(value) > MAX_NAME:
         return f"is {len(value)} characters, more than {MAX_NAME}"
-    if not _DNS1035_LABEL.match(value):
+    if not _DNS1035_LABEL.fullmatch(value):
         return (
             "must consist of lowercase letters, digits and '-', start with a letter and end with "
             "a letter or digit"
@@ -65,7 +65,7 @@ def dns1123_subdomain_error(value: str) -> str | None:
     """Why ``value`` is not a DNS-1123 subdomain (dot-separated DNS-1123 labels, <= 253)."""
     if not value or len(value) > 253:
         return "must be 1 to 253 characters"
-    if any(_DNS1123_LABEL.match(part) is None for part in value.split(".")):
+    if any(_DNS1123_LABEL.fullmatch(part) is None for part in value.split(".")):
         return "must be lowercase letters, digits, '-' and '.', each dot-separated part alnum at both ends"
     return None
 
@@ -81,7 +81,7 @@ def label_key_error(key: object) -> str | None:
         return f"has an invalid prefix {prefix!r}: it {reason}"
     if len(name) > MAX_NAME:
         return f"has a name part of {len(name)} characters, more than {MAX_NAME}"
-    if not _QUALIFIED_NAME.match(name):
+    if not _QUALIFIED_NAME.fullmatch(name):
         return "must have a name part of letters, digits, '-', '_' and '.', starting and ending alnum"
     return None
 
@@ -92,14 +92,14 @@ def label_value_error(value: object) -> str | None:
         return f"must be a string, not {type(value).__name__} {value!r}"
     if len(value) > MAX_NAME:
         return f"is {len(value)} characters, more than {MAX_NAME}"
-    if not _LABEL_VALUE.match(value):
+    if not _LABEL_VALUE.fullmatch(value):
         return "must be empty or letters, digits, '-', '_' and '.', starting and ending alnum"
     return None
 
 
 def image_tag_error(tag: str) -> str | None:
     """Why ``tag`` is not a valid container image tag."""
-    if not _IMAGE_TAG.match(tag):
+    if not _IMAGE_TAG.fullmatch(tag):
         return "must be 1 to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'"
     return None
 
@@ -108,7 +108,7 @@ def image_reference_error(image: str) -> str | None:
     """Why ``image`` is not a valid container image reference (``[registry/]repo[:tag][@digest]``)."""
     if not image:
         return "is empty"
-    if not _IMAGE_REFERENCE.match(image):
+    if not _IMAGE_REFERENCE.fullmatch(image):
         return "is not a valid image reference such as 'us-docker.pkg.dev/project/repo/image:tag'"
     return None
 
@@ -119,7 +119,7 @@ def bucket_name_error(bucket: str) -> str | None:
         return "is empty"
     if len(bucket) < 3 or len(bucket) > 222:
         return f"is {len(bucket)} characters; bucket names have 3 to 63 (222 with dots)"
-    if not _BUCKET.match(bucket):
+    if not _BUCKET.fullmatch(bucket):
         return "may only contain lowercase letters, digits, '-', '_' and '.', and must start and end alnum"
     parts = bucket.split(".")
     if len(parts) == 1 and len(bucket) > 63:

@@ -564,7 +564,7 @@ def _guessed_shape(workers: WorkerSpec) -> tpu.SliceShape:
         raise PathwaysSpecError(
             [SpecProblem("spec.workers[0].topology", f"{topology!r} is not a slice of {machine!r}", fix)]
         )
-    match = _MACHINE_NAME.match(machine) if isinstance(machine, str) else None
+    match = _MACHINE_NAME.fullmatch(machine) if isinstance(machine, str) else None
     if match is None:
         raise PathwaysSpecError(
             [

@@ -23,6 +23,8 @@ START = pendulum.datetime(2026, 1, 1, tz="UTC")
 FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))
 PARAMS = {
     "conn": "slurm_ssh",
+    "steps": "3",
+    "workdir": "/tmp",
     "scripts": "/nonexistent",
     "marker": "/tmp/none",
     "cluster_env": "~/x.env",
@@ -201,4 +203,19 @@ with dag("slurm_reattach_finished") as reattach_finished:
         retries=1,
         retry_delay=timedelta(seconds=2),
         on_retry_callback=create_marker,
+    )
+
+
+with dag("slurm_native_templates") as native_templates:
+    # render_template_as_native_obj turns "{{ params.steps }}" into the int 3 and the work
+    # directory into a path that must reach Slurm rendered.
+    SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        script='#!/bin/bash\necho "STEPS=$STEPS VERBOSE=$VERBOSE PWD=$PWD"\n',
+        environment={"STEPS": "{{ params.steps }}", "VERBOSE": True},
+        working_directory="{{ params.workdir }}",
+        deferrable=False,
+        poll_interval=0.5,
+        retries=0,
     )
