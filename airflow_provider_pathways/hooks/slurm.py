@@ -333,6 +333,37 @@ def _shutdown(runner: _LoopThread, holder: dict[str, Any]) -> None:
     runner.stop()
 
 
+class _TransportPool:
+    """The REST transports of one event loop, one per connection id, counted by the hooks using
+    them (a triggerer runs hundreds of Slurm triggers on one connection)."""
+
+    def __init__(self) -> None:
+        self.transports: dict[str, list[Any]] = {}
+
+    def acquire(self, conn_id: str, make: Callable[[], SlurmTransport]) -> SlurmTransport:
+        entry = self.transports.get(conn_id)
+        if entry is None:
+            entry = self.transports[conn_id] = [make(), 0]
+        entry[1] += 1
+        return entry[0]
+
+    def release(self, conn_id: str, transport: SlurmTransport) -> bool:
+        """Give a shared transport back; True if it was shared and others still use it."""
+        entry = self.transports.get(conn_id)
+        if entry is None or entry[0] is not transport:
+            return False
+        entry[1] -= 1
+        if entry[1] > 0:
+            return True
+        del self.transports[conn_id]
+        return False
+
+
+_REST_TRANSPORTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _TransportPool] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 # ---------------------------------------------------------------------------------------------
 # The hook
 # ---------------------------------------------------------------------------------------------
@@ -445,7 +476,11 @@ class SlurmHook(BaseHook):
         settings = await self._a_settings()
         if self._async_transport is not None and self._async_transport[0] is loop:
             return self._async_transport[1]  # another coroutine made it while we awaited
-        transport = self._make_transport(settings)
+        if settings.transport == "rest":  # one HTTP session per connection and loop for all hooks
+            pool = _REST_TRANSPORTS.setdefault(loop, _TransportPool())
+            transport = pool.acquire(self.slurm_conn_id, lambda: self._make_transport(settings))
+        else:  # an SSH server caps sessions per connection (MaxSessions): one connection per hook
+            transport = self._make_transport(settings)
         self._async_transport = (loop, transport)
         return transport
 
@@ -696,10 +731,16 @@ class SlurmHook(BaseHook):
             return False, self._safe_message(err)
 
     async def a_close(self) -> None:
-        """Close the HTTP session / SSH connection used by the ``a_*`` methods in this loop."""
+        """Close the HTTP session / SSH connection used by the ``a_*`` methods in this loop (a
+        shared HTTP session closes with its last hook)."""
         pooled, self._async_transport = self._async_transport, None
-        if pooled is not None and pooled[0] is asyncio.get_running_loop():
-            await pooled[1].close()
+        loop = asyncio.get_running_loop()
+        if pooled is None or pooled[0] is not loop:
+            return
+        pool = _REST_TRANSPORTS.get(loop)
+        if pool is not None and pool.release(self.slurm_conn_id, pooled[1]):
+            return
+        await pooled[1].close()
 
     # ---- helpers --------------------------------------------------------------------------
 
