@@ -9,6 +9,7 @@ the file-access switch means what it shows.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -149,3 +150,22 @@ def test_every_form_field_has_a_label_and_help_text(conn_type: str) -> None:
     for name, field in _fields(conn_type).items():
         assert field.get("label"), name
         assert len(field.get("description") or "") > 20, name
+
+
+@pytest.mark.slurm
+def test_slurmrestd_accepts_the_token_pasted_as_scontrol_token_prints_it(
+    slurm_cluster: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_provider_pathways.hooks.slurm import SlurmHook
+    from sandbox.slurm.cluster import airflow_connection
+
+    conn = json.loads(airflow_connection(slurm_cluster, "rest"))
+    token = Path(conn["extra"].pop("token_file")).read_text().strip().removeprefix("SLURM_JWT=")
+    conn["password"] = f"SLURM_JWT={token}\n"
+    monkeypatch.setenv("AIRFLOW_CONN_PATHWAYS_SLURM_PRINTED_TOKEN", json.dumps(conn))
+    hook = SlurmHook("pathways_slurm_printed_token")
+    try:
+        ok, message = hook.test_connection()
+    finally:
+        hook.close()
+    assert ok, message
