@@ -16,7 +16,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -42,7 +41,7 @@ class AirflowDeploymentError(RuntimeError):
 class Timings:
     """Intervals of the deployment, in seconds."""
 
-    task_heartbeat_timeout: int = 20
+    task_heartbeat_timeout: int = 30
     task_heartbeat_detection: float = 2.0
     worker_heartbeat: int = 3
     scheduler_heartbeat: int = 2
@@ -62,6 +61,7 @@ class Component:
     env: dict[str, str]
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    on_start: Any = field(default=None, repr=False)
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -85,6 +85,8 @@ class Component:
             start_new_session=True,
         )
         self.starts += 1
+        if self.on_start is not None:
+            self.on_start()
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -194,6 +196,7 @@ class AirflowDeployment:
         self.components: dict[str, Component] = {}
         self.triggerer_job_ids: dict[int, int] = {}
         self._api: AirflowApi | None = None
+        self._watchdog_state = self.base_dir / "watchdog.json"
 
     # ---- configuration ------------------------------------------------------------------------
 
@@ -229,8 +232,9 @@ class AirflowDeployment:
             "database": {
                 "sql_alchemy_conn": self.postgres.url("psycopg"),
                 "sql_alchemy_conn_async": self.postgres.url("psycopg"),
-                "sql_alchemy_pool_size": 5,
-                "sql_alchemy_max_overflow": 20,
+                # every running task heartbeats through the API server: dozens of requests at once
+                "sql_alchemy_pool_size": 10,
+                "sql_alchemy_max_overflow": 60,
             },
             "api": {
                 "host": "127.0.0.1",
@@ -303,7 +307,9 @@ class AirflowDeployment:
         return self
 
     def _start(self, deadline: float) -> None:
+        self.base_dir.mkdir(parents=True, exist_ok=True)
         self.postgres = start_postgres()
+        self._start_watchdog()
         self._prepare_home()
         migrate = subprocess.run(
             [sys.executable, "-m", "airflow", "db", "migrate"],
@@ -329,9 +335,47 @@ class AirflowDeployment:
             self.start_triggerer(n, deadline=deadline)
 
     def _add(self, name: str, args: list[str], env: dict[str, str]) -> Component:
-        component = Component(name, args, self.logs_dir / f"{name}.log", env)
+        component = Component(name, args, self.logs_dir / f"{name}.log", env, on_start=self._record)
         self.components[name] = component
         return component
+
+    def _start_watchdog(self) -> None:
+        """A detached process that stops everything if this process dies without calling ``stop()``."""
+        self._record()
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sandbox.airflow.watchdog",
+                "--owner",
+                str(os.getpid()),
+                "--state",
+                str(self._watchdog_state),
+            ],
+            cwd=REPO_ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def _record(self) -> None:
+        """Write what the watchdog must stop: the components' processes and PostgreSQL."""
+        processes = []
+        for component in self.components.values():
+            if component.alive() and component.pid is not None:
+                with contextlib.suppress(psutil.Error):
+                    processes.append([component.pid, psutil.Process(component.pid).create_time()])
+        postgres = None
+        if self.postgres is not None:
+            postgres = {
+                "bin_dir": str(self.postgres.bin_dir),
+                "data_dir": str(self.postgres.data_dir),
+                "run_as": self.postgres.run_as,
+            }
+        tmp = self._watchdog_state.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"processes": processes, "postgres": postgres}))
+        tmp.replace(self._watchdog_state)
 
     def triggerer(self, n: int) -> Component:
         return self.components[f"triggerer-{n}"]
@@ -388,10 +432,13 @@ class AirflowDeployment:
             self._api.close()
             self._api = None
         if self.postgres is not None:
+            with contextlib.suppress(OSError):
+                shutil.copy2(self.postgres.log_path, self.logs_dir / "postgres.log")
             try:
                 self.postgres.stop()
             except Exception as err:
                 errors.append(f"postgres: {err!r}")
+        self._watchdog_state.unlink(missing_ok=True)
         if errors:
             raise AirflowDeploymentError("stopping the deployment: " + "; ".join(errors))
 
@@ -458,12 +505,3 @@ class AirflowDeployment:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def stop_signal_handlers() -> None:
-    """Turn SIGTERM into KeyboardInterrupt so that fixtures' ``finally`` blocks run."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, handler)

@@ -82,6 +82,7 @@ class _Snapshots:
         self.version = 0
         self.calls = 0
         self.call_seconds = 0.0
+        self.scheduler_beats: set[str] = set()
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="airflow-snapshots", daemon=True)
@@ -105,6 +106,10 @@ class _Snapshots:
             self._stop.wait(self.interval)
 
     def _refresh(self) -> None:
+        jobs = self.airflow.api.get("jobs", job_type="SchedulerJob", limit=10)["jobs"]
+        with self._cond:
+            self.scheduler_beats.update(j["latest_heartbeat"] for j in jobs if j.get("latest_heartbeat"))
+            self._cond.notify_all()
         with self._cond:
             open_runs = [ref for ref, run in self.runs.items() if run.get("state") not in FINISHED_RUN_STATES]
         if not open_runs:
@@ -332,19 +337,14 @@ class Airflow:
                 self._scan, self._scan_time = titles, time.monotonic()
             return set(self._scan)
 
-    def wait_scheduler_loops(self, since: float, loops: int, timeout: float = 60) -> None:
+    def wait_scheduler_loops(self, since: float, loops: int, timeout: float = 120) -> None:
         """Wait until the scheduler heartbeated ``loops`` times after ``since`` (at most once a loop)."""
-        beats: set[str] = set()
+        snapshots = self._snapshots
 
-        def enough() -> bool:
-            jobs = self.api.get("jobs", job_type="SchedulerJob", is_alive=True, limit=10)["jobs"]
-            for job in jobs:
-                beat = job.get("latest_heartbeat")
-                if beat and _epoch(beat) > since:
-                    beats.add(beat)
-            return len(beats) >= loops
+        def beats() -> list[str]:
+            return sorted(b for b in snapshots.scheduler_beats if _epoch(b) > since)
 
-        wait_for(enough, f"{loops} scheduler loops", timeout, 0.3, describe=lambda: sorted(beats))
+        snapshots.wait(lambda: len(beats()) >= loops, f"{loops} scheduler loops", timeout, describe=beats)
 
     def xcom(
         self, dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1
@@ -414,7 +414,7 @@ class Airflow:
             check,
             f"{text!r} in the log of {dag_id}.{task_id} try {try_number}",
             timeout,
-            1.0,
+            2.0,
             describe=lambda: seen[0][-1500:],
         )
         return seen[0]
