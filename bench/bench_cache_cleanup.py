@@ -6,17 +6,21 @@ measured in the same run:
 - baseline: what ``GCSDeleteObjectsOperator`` does with the google provider's real ``GCSHook``:
   ``GCSHook.list(bucket, prefix)``, then ``GCSHook.delete`` one object at a time;
 - ``CompilationCacheHook.cleanup`` with its defaults (listing streamed with the next page fetched
-  ahead, deletes in JSON batch requests of 100, conditional on the listed generation), and with
-  ``batch_size=1`` (one request per object, 32 at once);
+  ahead, deletes in JSON batch requests of 100, conditional on the listed generation), with
+  ``batch_size=1`` (one request per object, 32 at once), and with ``list_page_size=5000`` (this
+  emulator walks every object for each listing page; real GCS answers at most 1000 anyway);
 - ``plan()`` then ``delete(plan)``, the two phases timed apart;
 - the emulator's ceiling: the same deletes with the names known (no listing), raw batch requests
   from 8 threads, no client library.
 
+Wall time, the ratio to the baseline, and the CPU time this process spent (client CPU: robust
+when other work shares the machine, which the load average printed with the table shows).
+
 Part 1 runs on fake-gcs-server (filesystem backend kept on tmpfs when ``/dev/shm`` exists, so the
 disk is not what is measured). Part 2 repeats baseline and hook on gcp-storage-emulator, the other
 emulator with JSON batch support (slow per delete: it rewrites all its metadata on every change,
-so fewer objects). Part 3: peak memory of a whole cleanup (tracemalloc and RSS, a fresh
-interpreter each) for 10,000 and 100,000 listed objects.
+so fewer objects, and a fresh emulator for every run). Part 3: peak memory of a whole cleanup
+(tracemalloc and RSS, a fresh interpreter each) for 10,000 and 100,000 listed objects.
 
     python bench/bench_cache_cleanup.py [--objects 10000] [--repeat 3] [--gse-objects 300]
                                         [--memory-sizes 10000,100000] [--json FILE]
@@ -41,7 +45,7 @@ import tracemalloc
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -180,6 +184,12 @@ def emulator_ceiling(emulator: GcsEmulator, bucket: str, count: int) -> dict[str
     return {"total_s": done - started, "delete_s": done - started, "deleted": count}
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process so far (all threads, user and system)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def memory_worker(count: int) -> dict[str, Any]:
     """Seed ``count`` stale objects and measure one whole cleanup's peak memory (fresh interpreter)."""
     from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
@@ -215,43 +225,83 @@ def memory_worker(count: int) -> dict[str, Any]:
 Contender = Callable[[GcsEmulator, str, int], dict[str, Any]]
 
 
+@contextlib.contextmanager
+def emulator_for(
+    shared: GcsEmulator | None, fresh: Callable[[], GcsEmulator] | None
+) -> Iterator[GcsEmulator]:
+    """The shared emulator, or a fresh one (stopped afterwards)."""
+    if shared is not None:
+        yield shared
+        return
+    assert fresh is not None
+    emulator = fresh()
+    os.environ["STORAGE_EMULATOR_HOST"] = emulator.url
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+
+
 def compare(
-    emulator: GcsEmulator,
     count: int,
     repeat: int,
     contenders: dict[str, tuple[str, Contender]],
     title: str,
+    *,
+    shared: GcsEmulator | None = None,
+    fresh: Callable[[], GcsEmulator] | None = None,
 ) -> dict[str, Any]:
-    """Run every contender ``repeat`` times on fresh buckets; print and return medians and ratios."""
+    """Run every contender ``repeat`` times on fresh buckets (on the ``shared`` emulator, or on a
+    ``fresh`` one each time); print and return medians and ratios."""
     runs: dict[str, list[dict[str, Any]]] = {key: [] for key in contenders}
     with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
         for key, (_, run) in contenders.items():  # warm-up: imports, credentials, connections
             if key != "ceiling":
-                run(emulator, seed(emulator, min(count, 50)), min(count, 50))
+                with emulator_for(shared, fresh) as emulator:
+                    run(emulator, seed(emulator, min(count, 50)), min(count, 50))
         for round_no in range(repeat):
             for key, (_, run) in contenders.items():
-                bucket = seed(emulator, count)
-                outcome = run(emulator, bucket, count)
-                assert outcome["deleted"] == count and remaining(emulator, bucket) == 0, (key, outcome)
+                with emulator_for(shared, fresh) as emulator:
+                    bucket = seed(emulator, count)
+                    cpu_before = cpu_seconds()
+                    outcome = run(emulator, bucket, count)
+                    outcome["cpu_s"] = cpu_seconds() - cpu_before
+                    assert outcome["deleted"] == count and remaining(emulator, bucket) == 0, (key, outcome)
                 runs[key].append(outcome)
                 print(f"round {round_no + 1} {key:<14} {outcome['total_s']:7.2f}s", file=sys.__stdout__)
     base = statistics.median(r["total_s"] for r in runs["baseline"])
-    print(f"\n{title}: delete {count} stale objects, median of {repeat} (same emulator, same run)")
-    print(f"{'approach':<56} {'total s':>8} {'list s':>7} {'delete s':>9} {'vs baseline':>12}")
+    where = "same emulator, same run" if shared is not None else "same run"
+    print(f"\n{title}: delete {count} stale objects, median of {repeat} ({where})")
+    columns = ("total s", "list s", "delete s", "vs baseline", "client CPU s")
+    print(
+        f"{'approach':<56} {columns[0]:>8} {columns[1]:>7} {columns[2]:>9} {columns[3]:>12} {columns[4]:>13}"
+    )
     results: dict[str, Any] = {"objects": count}
     for key, (label, _) in contenders.items():
         total = statistics.median(r["total_s"] for r in runs[key])
         listed = statistics.median(r["list_s"] for r in runs[key]) if "list_s" in runs[key][0] else None
         deleted = statistics.median(r["delete_s"] for r in runs[key]) if "delete_s" in runs[key][0] else None
-        results[key] = {"total_s": total, "list_s": listed, "delete_s": deleted, "speedup": base / total}
+        cpu = statistics.median(r["cpu_s"] for r in runs[key])
+        results[key] = {
+            "total_s": total,
+            "list_s": listed,
+            "delete_s": deleted,
+            "speedup": base / total,
+            "client_cpu_s": cpu,
+        }
 
         def fmt(value: float | None) -> str:
             return f"{value:.2f}" if value is not None else "-"
 
-        print(f"{label:<56} {total:8.2f} {fmt(listed):>7} {fmt(deleted):>9} {base / total:11.1f}x")
+        print(
+            f"{label:<56} {total:8.2f} {fmt(listed):>7} {fmt(deleted):>9} {base / total:11.1f}x {cpu:13.2f}"
+        )
     if "two_phase" in results:
         ratio = results["baseline"]["delete_s"] / results["two_phase"]["delete_s"]
         print(f"delete phase alone (plan + delete vs the baseline's delete loop): {ratio:.1f}x")
+    load = os.getloadavg()[0]
+    results["load_average"] = load
+    print(f"load average during the run: {load:.1f} on {os.cpu_count()} CPUs (the emulator shares them)")
     return results
 
 
@@ -291,6 +341,10 @@ def main() -> int:
             "CompilationCacheHook.cleanup batch_size=1 (32 at once)",
             lambda e, b, n: run_hook(b, "7d", batch_size=1),
         ),
+        "hook_page5000": (
+            "CompilationCacheHook.cleanup list_page_size=5000",
+            lambda e, b, n: run_hook(b, "7d", list_page_size=5000),
+        ),
         "two_phase": ("CompilationCacheHook.plan + delete", lambda e, b, n: run_two_phase(b, "7d")),
         "ceiling": ("emulator ceiling: raw batch deletes, names known", emulator_ceiling),
     }
@@ -299,7 +353,11 @@ def main() -> int:
         os.environ["STORAGE_EMULATOR_HOST"] = emulator.url
         try:
             results["fake_gcs_server"] = compare(
-                emulator, args.objects, args.repeat, fake_gcs, "fake-gcs-server (filesystem backend on tmpfs)"
+                args.objects,
+                args.repeat,
+                fake_gcs,
+                "fake-gcs-server (filesystem backend on tmpfs)",
+                shared=emulator,
             )
         finally:
             emulator.stop()
@@ -317,14 +375,16 @@ def main() -> int:
             ),
         }
         with tempfile.TemporaryDirectory(prefix="bench-gse-") as state:
-            emulator = start_gcs_emulator(state, flavour=GCP_STORAGE_EMULATOR)
-            os.environ["STORAGE_EMULATOR_HOST"] = emulator.url
-            try:
-                results["gcp_storage_emulator"] = compare(
-                    emulator, args.gse_objects, args.repeat, gse, "gcp-storage-emulator (in memory)"
-                )
-            finally:
-                emulator.stop()
+            # Its cost per change grows with everything it ever stored: a fresh one for every run.
+            results["gcp_storage_emulator"] = compare(
+                args.gse_objects,
+                args.repeat,
+                gse,
+                "gcp-storage-emulator (in memory, a fresh one per run)",
+                fresh=lambda: start_gcs_emulator(
+                    Path(state) / uuid.uuid4().hex, flavour=GCP_STORAGE_EMULATOR, reuse=False
+                ),
+            )
 
     sizes = [int(s) for s in args.memory_sizes.split(",") if s.strip()]
     results["memory"] = {}

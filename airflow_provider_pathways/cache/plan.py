@@ -199,10 +199,17 @@ class PlanBuilder:
             self._digest.add(obj.name, obj.generation)
             if len(summary.planned_sample) < SAMPLE_SIZE:
                 summary.planned_sample.append(obj.name)
-        summary.planned_digest = self._digest.hexdigest()
-        summary.planned_oldest = self._oldest.isoformat()
-        summary.planned_newest = self._newest.isoformat()
         return entry
+
+    def _finish(self, stats: ListingStats) -> None:
+        """Copy the running figures into :attr:`summary` (done once, not per entry)."""
+        summary = self.summary
+        summary.listed_objects = stats.listed_objects
+        summary.listed_bytes = stats.listed_bytes
+        summary.unpaired_jax_objects = stats.unpaired_jax_objects
+        summary.planned_digest = self._digest.hexdigest()
+        summary.planned_oldest = self._oldest.isoformat() if self._oldest else None
+        summary.planned_newest = self._newest.isoformat() if self._newest else None
 
     def select(self, listing: Iterable[CacheObject]) -> Iterator[CacheEntry]:
         """Yield the entries to delete (with the generation listed), updating :attr:`summary`."""
@@ -214,9 +221,6 @@ class PlanBuilder:
             seq = 0
             with open(candidates_path, "w", encoding="utf-8") as candidates:
                 for entry in group_entries(listing, self.selector, stats):
-                    summary.listed_objects = stats.listed_objects
-                    summary.listed_bytes = stats.listed_bytes
-                    summary.unpaired_jax_objects = stats.unpaired_jax_objects
                     summary.cache_entries += 1
                     summary.cache_objects += len(entry.objects)
                     summary.cache_bytes += entry.size
@@ -225,9 +229,7 @@ class PlanBuilder:
                     elif self.max_cache_bytes is not None:
                         candidates.write(encode_entry(entry, seq))
                         seq += 1
-            summary.listed_objects = stats.listed_objects
-            summary.listed_bytes = stats.listed_bytes
-            summary.unpaired_jax_objects = stats.unpaired_jax_objects
+            self._finish(stats)
             if self.max_cache_bytes is not None:
                 excess = summary.cache_bytes - summary.planned_bytes - self.max_cache_bytes
                 guard_us = _to_us(self.guard)
@@ -241,6 +243,7 @@ class PlanBuilder:
                         yield self._take(entry)
                 summary.over_budget_bytes = max(excess, 0)
         finally:
+            self._finish(stats)
             shutil.rmtree(workdir, ignore_errors=True)
 
 

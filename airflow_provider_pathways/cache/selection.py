@@ -7,6 +7,7 @@ digits) is cache only with its partner; an unpaired half is kept.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
@@ -175,16 +176,19 @@ class CacheSelector:
     def in_cache_folder(self, name: str) -> bool:
         """Whether object ``name`` is under the location, inside a cache folder and no protected folder."""
         base = self.location.prefix
-        if not name.startswith(base):
+        if not name.startswith(base) or len(name) == len(base) or name.endswith("/"):
             return False
-        rel = name[len(base) :]
-        if not rel or rel.endswith("/") or protected_folder(name) is not None:
+        folders = name.split("/")[:-1]
+        if any(folder.lower() in PROTECTED_FOLDERS for folder in folders):
             return False
         if self.cache_prefixes is not None:
+            rel = name[len(base) :]
             return any(rel.startswith(p) for p in self.cache_prefixes)
-        if self.whole_location_is_cache:
-            return True
-        return any(folder in DEFAULT_CACHE_FOLDERS for folder in name.split("/")[:-1])
+        return self._location_is_cache or any(folder in DEFAULT_CACHE_FOLDERS for folder in folders)
+
+    @functools.cached_property
+    def _location_is_cache(self) -> bool:
+        return self.whole_location_is_cache
 
     def classify(self, name: str) -> tuple[str, str] | None:
         """``None`` (kept), ``("object", name)``, or ``("atime"|"cache", jax_key_path)`` (a pair half)."""
