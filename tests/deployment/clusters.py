@@ -20,7 +20,6 @@ from tests.deployment.harness import wait_for
 PATHWAYSJOBS = "/apis/pathways-job.pathways.domain/v1"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2"
 HEAD_SELECTOR = "jobset.sigs.k8s.io/replicatedjob-name=pathways-head"
-PREEMPT_FIRST = 4294967000  # a job priority above any other (Slurm preempts the highest first)
 SLURM_ACTIVE = frozenset(
     {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "REQUEUE_HOLD"}
 )
@@ -246,13 +245,10 @@ class SlurmCluster:
     def preempt(self, job_ids: list[str], timeout: float = 90) -> list[str]:
         """Preempt running ``preemptible`` jobs for real: a job in ``high`` that needs their CPUs.
 
-        The suite's other jobs run in ``batch``, which shares the tier of ``preemptible``, so they
-        never preempt each other. The preempting job asks for the idle CPUs plus the victims', and
-        the victims get the highest priority of their tier, which Slurm preempts first; it is
-        cancelled as soon as the victims are ``PREEMPTED``.
+        The suite's other jobs run in ``high`` too, whose tier cannot be preempted, so Slurm can
+        only pick jobs of the lower tier: the victims. The preempting job asks for the idle CPUs
+        plus the victims' and is cancelled as soon as they are ``PREEMPTED``.
         """
-        for job_id in job_ids:
-            self.run("scontrol", "update", f"jobid={job_id}", f"priority={PREEMPT_FIRST}", check=False)
         deadline = time.monotonic() + timeout
         hogs: list[str] = []
         while True:
@@ -263,24 +259,9 @@ class SlurmCluster:
                 raise AssertionError(f"could not preempt {pending}: {[self.show(j) for j in pending]}")
             running = [j for j in pending if self.state(j) == "RUNNING"]
             size = self.idle_cpus() + len(running)
-            hog = (
-                self.run(
-                    "sbatch",
-                    "--parsable",
-                    "-p",
-                    "high",
-                    "-c",
-                    str(size),
-                    "-J",
-                    f"preemptor-{self.tag}",
-                    "-o",
-                    "/dev/null",
-                    "--wrap",
-                    "sleep 30",
-                )
-                .stdout.strip()
-                .split(";")[0]
-            )
+            command = ["sbatch", "--parsable", "-p", "high", "-c", str(size), "-J", f"preemptor-{self.tag}"]
+            command += ["-o", "/dev/null", "--wrap", "sleep 30"]
+            hog = self.run(*command).stdout.strip().split(";")[0]
             hogs.append(hog)
             with contextlib.suppress(AssertionError):
                 wait_for(lambda: all(self.state(j) == "PREEMPTED" for j in job_ids), "the preemption", 5, 0.2)

@@ -26,6 +26,7 @@ from sandbox.airflow.api import AirflowApiError
 from sandbox.airflow.deployment import AirflowDeployment
 
 FINISHED_RUN_STATES = frozenset({"success", "failed"})
+USER_CANCELLED = "Trigger cancelled by user action"  # the triggerer's log line for a user's kill
 FINISHED_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
@@ -396,10 +397,11 @@ class Airflow:
         text: str | re.Pattern[str],
         timeout: float,
         map_index: int = -1,
+        until_finished: bool = True,
     ) -> str:
         """Wait until ``text`` (a string or a pattern) is in the log of try ``try_number``; returns the
-        log. Gives up (returning the log without it) once the run has finished, so that the caller can
-        judge the outcome."""
+        log. With ``until_finished`` it gives up (returning the log without it) once the run has
+        finished, so that the caller can judge the outcome."""
         seen: list[str] = [""]
 
         def check() -> bool:
@@ -408,7 +410,7 @@ class Airflow:
             except AirflowApiError:
                 return False
             found = text.search(seen[0]) if isinstance(text, re.Pattern) else text in seen[0]
-            return bool(found) or self.run_finished(dag_id, run_id)
+            return bool(found) or (until_finished and self.run_finished(dag_id, run_id))
 
         wait_for(
             check,
@@ -423,10 +425,12 @@ class Airflow:
         """Set the task instance's state to failed through the API, as a user in the UI does.
 
         Not while a triggerer is being killed: a deferred task is marked failed while a live
-        triggerer runs its trigger (a user acting while no triggerer holds it is another story).
+        triggerer runs its trigger, and no triggerer is killed until that triggerer has taken in the
+        user's action (a user acting while no triggerer holds the trigger is another story).
         """
         with self._triggerer_lock:
-            if self.task_instance(dag_id, run_id, task_id, map_index)["state"] == "deferred":
+            deferred = self.task_instance(dag_id, run_id, task_id, map_index)["state"] == "deferred"
+            if deferred:
                 self.wait_ti(
                     dag_id,
                     run_id,
@@ -441,7 +445,20 @@ class Airflow:
                 )
             ref = RunRef(dag_id, run_id)
             suffix = f"/{map_index}" if map_index >= 0 else ""
+            try_number = self.task_instance(dag_id, run_id, task_id, map_index)["try_number"]
             self.api.patch(f"{ref.path}/taskInstances/{_q(task_id)}{suffix}", {"new_state": "failed"})
+            if deferred:
+                with contextlib.suppress(ConditionTimeout):
+                    self.wait_log(
+                        dag_id,
+                        run_id,
+                        task_id,
+                        try_number,
+                        USER_CANCELLED,
+                        60,
+                        map_index,
+                        until_finished=False,
+                    )
 
     # ---- breaking things --------------------------------------------------------------------------
 

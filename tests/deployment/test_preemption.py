@@ -58,11 +58,6 @@ def preempt_once(stage: Stage, name: str, platform: str, retries: str) -> TaskOu
     return seen
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a preempted job is not retried when the DAG sets no retries (no preemption_retries default)",
-)
 @pytest.mark.scenario("preempt[{platform}-retries-unset]")
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_preemption_is_retried_even_without_retries_in_the_dag(seen: TaskOutcome, platform: str) -> None:

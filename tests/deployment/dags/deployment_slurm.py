@@ -4,7 +4,8 @@ Run conf (params): ``tag`` (suffix of every job name, so a run's jobs can be fou
 directory of the cluster user shared with the tests) and ``scripts`` (the installed Pathways
 scripts). A gated workload appends a line to ``<workdir>/<dag_id>.runs`` each time it starts, then
 waits for ``<workdir>/<dag_id>.release`` and exits with the code written there. The jobs run in
-the default partition, except those that the preemption scenarios preempt (``preemptible``).
+``high``, whose tier nothing preempts, except those that the preemption scenarios preempt
+(``preemptible``, a lower tier).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def workload(transport: str, *, gate: bool = False, **kwargs: Any) -> SlurmJobOp
     kwargs.setdefault("retry_policy", FAST_RETRY)
     kwargs.setdefault("retry_delay", timedelta(seconds=1))
     kwargs.setdefault("poll_interval", 2)
+    kwargs.setdefault("partition", "high")
     return SlurmJobOperator(
         task_id="train",
         slurm_conn_id=f"slurm_{transport}" + ("_gated" if gate else ""),
@@ -87,6 +89,7 @@ def service(transport: str, **kwargs: Any) -> PathwaysSlurmServiceOperator:
         },
         cluster_env_path=f"{FILES}.env",
         job_name=JOB_NAME,
+        partition="high",
         **kwargs,
     )
 
@@ -113,7 +116,7 @@ for t in TRANSPORTS:
     # 3. The worker dies during a polling wait; then the job succeeds, fails or is preempted.
     for outcome in ("success", "fail", "preempt"):
         with dag(f"slurm_crash_{outcome}_{t}"):
-            partition = "preemptible" if outcome == "preempt" else None
+            partition = "preemptible" if outcome == "preempt" else "high"
             workload(t, deferrable=False, retries=2, partition=partition)
 
     # 4. The program fails while no worker is alive.
