@@ -1391,11 +1391,17 @@ SIGNAL_NAMES = {
     "TERM": 15, "CHLD": 17, "CONT": 18, "STOP": 19, "TSTP": 20, "TTIN": 21, "TTOU": 22, "URG": 23, "XCPU": 24,
 }  # fmt: skip
 _SIGNAL = re.compile(r"(?:(B|R|BR|RB):)?(?:SIG)?([A-Z][A-Z0-9]*|[0-9]+)(?:@([0-9]+))?", _A | re.IGNORECASE)
+# ``now+N[unit]`` (Slurm's parse_time: seconds by default).
+_BEGIN_UNITS = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
+    **dict.fromkeys(("h", "hour", "hours"), 3600),
+    **dict.fromkeys(("d", "day", "days"), 86400),
+    **dict.fromkeys(("w", "week", "weeks"), 604800),
+}
 _BEGIN_RELATIVE = re.compile(
-    r"now(?:\+([0-9]+)(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?|w|weeks?)?)?", _A
+    rf"now(?:\+([0-9]+)({'|'.join(sorted(_BEGIN_UNITS, key=len, reverse=True))})?)?", _A
 )
-_BEGIN_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
-_BEGIN_UNITS |= {"w": 604800, "week": 604800, "second": 1, "minute": 60, "secs": 1, "mins": 60}
 #: sbatch options the hook maps to every transport and API version (or refuses before submission
 #: when one version cannot express a value); more pass through to ``sbatch`` over SSH only.
 MAPPED_OPTIONS = frozenset({*_OPTION_VALUES, "begin", "signal"})
@@ -1454,8 +1460,7 @@ def parse_begin(value: str, now: float | None = None) -> float:
         count, unit = match.groups()
         if count is None:
             return now
-        unit = (unit or "s").rstrip("s") or "s"
-        return now + int(count) * _BEGIN_UNITS.get(unit, _BEGIN_UNITS.get(unit + "s", 1))
+        return now + int(count) * _BEGIN_UNITS[unit or "s"]
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
