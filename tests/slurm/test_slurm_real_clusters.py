@@ -120,6 +120,14 @@ def test_purged_job_is_read_from_accounting_with_its_last_attempt(
     assert all(job.source == "slurmctld" for job in ended.values())
 
     _wait_purged(sandbox, [failed, requeued])
+    # slurmctld sends job records to slurmdbd asynchronously: accounting may lag for a moment.
+    wait_for(
+        lambda: (
+            sandbox.run("sacct", "-n", "-X", "-j", f"{failed},{requeued}", "-o", "State").stdout.split()
+            == ["FAILED", "COMPLETED"]
+        ),
+        "accounting to hold both ends",
+    )
     for transport, hook in hooks.items():
         job = hook.get_job(failed, required=True)
         assert job is not None and job.source == "accounting", transport
