@@ -139,7 +139,7 @@ async def _first_response(
             await writer.drain()
             status_line = (await reader.readline()).decode("latin-1")
             parts = status_line.split()
-            if len(parts) < 2 or not parts[1].isdigit():
+            if len(parts) < 2 or not re.fullmatch(r"[0-9]{3}", parts[1], re.ASCII):
                 raise SlurmConnectionError(f"slurmrestd at {settings.address} sent no HTTP status line")
             length: int | None = None
             while True:
@@ -147,7 +147,7 @@ async def _first_response(
                 if not line:
                     break
                 name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length" and value.strip().isdigit():
+                if name.strip().lower() == "content-length" and re.fullmatch(r"[0-9]+", value.strip()):
                     length = int(value.strip())
             payload = await (reader.readexactly(length) if length is not None else reader.read())
             return int(parts[1]), payload
