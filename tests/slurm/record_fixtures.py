@@ -221,7 +221,14 @@ def record(cluster: Cluster) -> None:
     cluster.wait(jobs["requeued"], {"FAILED"})
     ids = ",".join(str(j) for j in jobs.values())
     if cluster.settings.get("SLURM_SANDBOX_ACCOUNTING") == "1":
-        time.sleep(2)  # the end of each job reaches slurmdbd asynchronously
+        # slurmctld sends each job's end to slurmdbd asynchronously: wait until the last one is there.
+        deadline = time.monotonic() + 60
+        while "FAILED" not in cluster.cli(
+            "sacct", "-n", "-X", "-j", str(jobs["requeued"]), "-o", "State", user=False
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError("accounting did not get the requeued job's end")
+            time.sleep(0.2)
         sacct = cluster.cli(
             "env",
             "SLURM_TIME_FORMAT=%s",
