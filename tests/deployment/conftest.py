@@ -1,4 +1,4 @@
-"""One real Airflow deployment per test session (PostgreSQL, api-server, scheduler with LocalExecutor,
+"""One real Airflow deployment per pytest run (PostgreSQL, api-server, scheduler with LocalExecutor,
 dag-processor, two triggerers) wired to the Kubernetes stand-in and the sandbox Slurm cluster.
 
 Tests marked ``deployment``. Every selected scenario starts as soon as the deployment is up (see

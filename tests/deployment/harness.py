@@ -80,7 +80,6 @@ class _Snapshots:
         self.interval = interval
         self.runs: dict[RunRef, dict[str, Any]] = {}
         self.tis: dict[RunRef, list[dict[str, Any]]] = {}
-        self.version = 0
         self.calls = 0
         self.call_seconds = 0.0
         self.scheduler_beats: set[str] = set()
@@ -138,7 +137,6 @@ class _Snapshots:
                     self.runs[ref] = by_ref[ref]
                 if ref in grouped:
                     self.tis[ref] = grouped[ref]
-            self.version += 1
             self._cond.notify_all()
 
     def wait(self, check: Callable[[], Any], what: str, timeout: float, describe: Any = None) -> Any:
@@ -486,11 +484,6 @@ class Airflow:
         os.kill(supervisor.pid, signal.SIGKILL)
         psutil.wait_procs([*victims, supervisor], timeout=10)
         return {"task": pid, "supervisor": supervisor.pid}
-
-    def triggerer_of(self, ti: dict[str, Any]) -> int | None:
-        """The number of the triggerer running ``ti``'s trigger, or None."""
-        job = ti.get("triggerer_job") or {}
-        return self.deployment.triggerer_number(int(job["id"])) if job.get("id") is not None else None
 
     def kill_triggerer(self, n: int) -> int:
         """SIGKILL triggerer ``n`` (and its trigger runner); returns the job id it had."""
