@@ -467,11 +467,10 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
         self._job_id = job_id
         check: ServiceCheck | None = observed
         if check is None:  # reattached to a service job that ended
-            job = self.hook.get_job(job_id)
-            check = ServiceCheck(job, Readiness(False, "service ended"))
-        if check.service_ended and (self.wait_for_ready or check.job is not None):
-            self._fail_service_ended(context, check.job)
+            self._fail_service_ended(context, self.hook.get_job(job_id))
         readiness = check.readiness
+        if self.wait_for_ready and not readiness.ready:  # the wait ended because the service did
+            self._fail_service_ended(context, check.job)
         if readiness.ready:
             self.log.info("Pathways service %s is ready: proxy %s", job_id, readiness.proxy_address)
             context["ti"].xcom_push(key="proxy_address", value=readiness.proxy_address)

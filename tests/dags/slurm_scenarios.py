@@ -219,3 +219,28 @@ with dag("slurm_native_templates") as native_templates:
         poll_interval=0.5,
         retries=0,
     )
+
+
+with dag("slurm_service_ready") as service_ready:
+    for mode, deferrable in (("deferred", True), ("polling", False)):
+        service = PathwaysSlurmServiceOperator(
+            task_id=f"service_{mode}",
+            slurm_conn_id=CONN,
+            script_path="{{ params.scripts }}/start_pathways.sh",
+            slice_shape="2x4",
+            min_slices=2,
+            max_slices=2,
+            gcs_bucket="my-bucket",
+            environment={"PATHWAYS_CLUSTER_ENV": f"{{{{ params.cluster_env }}}}.{mode}"},
+            cluster_env_path=f"{{{{ params.cluster_env }}}}.{mode}",
+            deferrable=deferrable,
+            poll_interval=0.5,
+            retries=0,
+        )
+        stop = CancelSlurmJobOperator(
+            task_id=f"stop_{mode}",
+            slurm_conn_id=CONN,
+            job_ids=f"{{{{ ti.xcom_pull(task_ids='service_{mode}', key='job_id') }}}}",
+            cluster_env_path=f"{{{{ params.cluster_env }}}}.{mode}",
+        )
+        service >> stop.as_teardown(setups=service)

@@ -257,3 +257,19 @@ def test_values_with_a_trailing_newline_are_refused(field: str, value: Any) -> N
         task_id="service", script_path="/x.sh", **{**arguments, field: value}
     )
     assert any(problem.startswith(f"{field}") for problem in operator.input_problems())
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_service_operator_waits_for_readiness_deferred_and_polling(
+    slurm_cluster: dict[str, str], conn: str
+) -> None:
+    env = f"{slurm_cluster['SLURM_SANDBOX_USER_HOME']}/pathways/tests/{uuid.uuid4().hex}.env"
+    outcomes = run_dag(load_dag(DAGS, "slurm_service_ready"), params(slurm_cluster, conn, cluster_env=env))
+    for mode in ("deferred", "polling"):
+        service = outcomes[f"service_{mode}"]
+        assert service.state == "success", mode
+        assert service.xcom["proxy_address"].startswith("grpc://127.0.0.1:"), mode
+        assert service.xcom["return_value"]["running_slices"] >= 2, mode
+        assert outcomes[f"stop_{mode}"].state == "success", mode
+        job_id = service.xcom["job_id"]
+        wait_for(lambda job_id=job_id: job_state(job_id) == "CANCELLED", f"service {job_id} to be cancelled")
