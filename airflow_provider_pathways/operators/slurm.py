@@ -173,13 +173,24 @@ class _SlurmJobMixin(ReattachingJobOperator):
         return job_id
 
     def judge_job(self, external_id: JsonValue, context: Context) -> JobJudgement | None:
-        job = self.hook.get_job(int(external_id))  # type: ignore[arg-type]
-        if job is None:
-            return JobJudgement.failed(
-                FailureClass.INFRASTRUCTURE, f"Slurm job {external_id} is no longer known to the cluster"
-            )
+        from airflow_provider_pathways.slurm_job import SlurmJobLost
+
+        try:
+            job = self.hook.get_job(int(external_id), required=True)  # type: ignore[arg-type]
+        except SlurmJobLost as lost:
+            return JobJudgement.failed(FailureClass.INFRASTRUCTURE, str(lost))
+        assert job is not None
         self._job_id = job.job_id
         return self.judgement(job)
+
+    def get_job_or_loss(self, job_id: int) -> tuple[SlurmJob | None, str]:
+        """The job, or None and why its end is unknown (slurmctld forgot it, no accounting)."""
+        from airflow_provider_pathways.slurm_job import SlurmJobLost
+
+        try:
+            return self.hook.get_job(job_id, required=True), ""
+        except SlurmJobLost as lost:
+            return None, str(lost)
 
     def judgement(self, job: SlurmJob) -> JobJudgement:
         """The job's verdict (:func:`~airflow_provider_pathways.slurm_job.job_outcome`)."""
@@ -385,6 +396,16 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
                 problems.append(f"environment[{key!r}]: set it with the {key.lower()} argument instead")
         return problems
 
+    def submit_job(self, context: Context) -> JsonValue:
+        limit = self.hook.max_array_size()
+        if limit is not None and int(self.max_slices) > limit:
+            raise PathwaysSpecRejected(
+                f"nothing was submitted: max_slices: {int(self.max_slices)} is more than the cluster's "
+                f"MaxArraySize ({limit}), the most array tasks (slices) one job array can have; lower "
+                "max_slices or ask the cluster's administrators to raise MaxArraySize"
+            )
+        return super().submit_job(context)
+
     def judgement(self, job: SlurmJob) -> JobJudgement:
         judgement = super().judgement(job)
         if judgement.verdict is Verdict.SUCCEEDED:  # a service that ended cannot serve a workload
@@ -467,7 +488,7 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
         self._job_id = job_id
         check: ServiceCheck | None = observed
         if check is None:  # reattached to a service job that ended
-            self._fail_service_ended(context, self.hook.get_job(job_id))
+            self._fail_service_ended(context, self.get_job_or_loss(job_id)[0])
         readiness = check.readiness
         if self.wait_for_ready and not readiness.ready:  # the wait ended because the service did
             self._fail_service_ended(context, check.job)
@@ -557,11 +578,11 @@ class SlurmJobOperator(_SlurmJobMixin):
             outage_tolerance=self.outage_tolerance,
         )
 
-    def look(self) -> tuple[SlurmJob | None] | None:
+    def look(self) -> tuple[SlurmJob | None, str] | None:
         assert self._job_id is not None
-        job = self.hook.get_job(self._job_id)
+        job, lost = self.get_job_or_loss(self._job_id)
         if job is None or job.terminal:
-            return (job,)
+            return (job, lost)
         state = f"{job.state}{f' ({job.reason})' if job.reason else ''}, restarts {job.restarts}"
         if state != self._last_state:
             self.log.info("Slurm job %s: %s", job.job_id, state)
@@ -575,9 +596,8 @@ class SlurmJobOperator(_SlurmJobMixin):
         self.resume(context, event)
         if event.get("status") != "done":
             raise AirflowException(f"unexpected trigger event {event!r}")
-        return self.finish_job(
-            context, self._job_id, (SlurmJob.from_dict(event["job"]) if event.get("job") else None,)
-        )
+        job = SlurmJob.from_dict(event["job"]) if event.get("job") else None
+        return self.finish_job(context, self._job_id, (job, event.get("message") or ""))
 
     def _output_tail(self, job: SlurmJob) -> str:
         if not self.log_tail_lines or not job.std_out:
@@ -593,12 +613,12 @@ class SlurmJobOperator(_SlurmJobMixin):
         """The one judgement of the job's end: output tail, ``job`` XCom, result or the classified failure."""
         job_id = int(external_id)  # type: ignore[arg-type]
         self._job_id = job_id
-        job: SlurmJob | None = observed[0] if observed is not None else self.hook.get_job(job_id)
+        job, lost = observed if observed is not None else self.get_job_or_loss(job_id)
         if job is None:
             self.forget_job(context)
             raise PathwaysJobFailed.for_class(
                 FailureClass.INFRASTRUCTURE,
-                f"Slurm job {job_id} is no longer known to the cluster; its end is unknown",
+                lost or f"Slurm job {job_id} is no longer known to the cluster; its end is unknown",
                 job=str(job_id),
             )
         judgement = self.judgement(job)

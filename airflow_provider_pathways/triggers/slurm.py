@@ -251,7 +251,12 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
         )
 
     async def _poll(self, hook: SlurmHook) -> dict[str, Any] | None:
-        job = await hook.a_get_job(self.job_id)
+        from airflow_provider_pathways.slurm_job import SlurmJobLost
+
+        try:
+            job = await hook.a_get_job(self.job_id, required=True)
+        except SlurmJobLost as lost:
+            return {"status": "done", "job": None, "message": str(lost)}
         if job is None:
             return {"status": "done", "job": None}
         if self._restarts is not None and job.restarts > self._restarts:

@@ -244,3 +244,18 @@ with dag("slurm_service_ready") as service_ready:
             cluster_env_path=f"{{{{ params.cluster_env }}}}.{mode}",
         )
         service >> stop.as_teardown(setups=service)
+
+
+with dag("slurm_too_many_slices") as too_many_slices:
+    PathwaysSlurmServiceOperator(
+        task_id="service",
+        slurm_conn_id=CONN,
+        script_path="{{ params.scripts }}/start_pathways.sh",
+        slice_shape="2x4",
+        min_slices=1,
+        max_slices=10000,
+        gcs_bucket="my-bucket",
+        wait_for_ready=False,
+        retries=2,
+        retry_policy=FAST_RETRY,
+    )

@@ -273,3 +273,15 @@ def test_service_operator_waits_for_readiness_deferred_and_polling(
         assert outcomes[f"stop_{mode}"].state == "success", mode
         job_id = service.xcom["job_id"]
         wait_for(lambda job_id=job_id: job_state(job_id) == "CANCELLED", f"service {job_id} to be cancelled")
+
+
+def test_more_slices_than_the_clusters_max_array_size_are_refused_before_submission(
+    slurm_cluster: dict[str, str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    # MaxArraySize is read with scontrol over SSH (slurmrestd serves it from v0.0.45 on); the
+    # sandbox cluster keeps Slurm's default, 1001.
+    outcome = run_dag(load_dag(DAGS, "slurm_too_many_slices"), params(slurm_cluster, "slurm_ssh"))["service"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "failed" and outcome.try_number == 1
+    assert "max_slices: 10000 is more than the cluster's MaxArraySize (1001)" in logs
+    assert squeue("-t", "all", "-n", "slurm_too_many_slices.service", "-o", "%i") == []
