@@ -12,6 +12,7 @@ after a failed start. Intervals are short so that lost heartbeats are noticed wi
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import secrets
@@ -307,6 +308,10 @@ class AirflowDeployment:
         return self
 
     def _start(self, deadline: float) -> None:
+        if importlib.util.find_spec("psycopg") is None:
+            raise AirflowDeploymentError(
+                "the PostgreSQL driver is missing: pip install 'psycopg[binary]' (the test extra has it)"
+            )
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.postgres = start_postgres()
         self._start_watchdog()

@@ -117,9 +117,9 @@ def _slurm_connections(settings: dict[str, str], gates: dict[str, Gate]) -> dict
     return conns
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
-    """The deployment and the clusters, started once; everything is stopped at the end."""
+    """The deployment and the clusters, started once for the package's tests and stopped after them."""
     if os.geteuid() != 0:
         pytest.skip("the deployment tests need root (PostgreSQL as its own user, the Slurm sandbox)")
     from sandbox.kube.launcher import start_kube_standin
@@ -179,7 +179,7 @@ def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
             raise RuntimeError("stopping the deployment: " + "; ".join(errors))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def runner(stage: Stage, request: pytest.FixtureRequest) -> Iterator[Runner]:
     scenarios = Runner(stage, request.config.stash.get(_SELECTED, []))
     try:
