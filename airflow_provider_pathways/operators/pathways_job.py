@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
@@ -34,9 +33,6 @@ from airflow_provider_pathways.status import (
 )
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
-    OutageTooLong,
-    OutageWindow,
-    describe_error,
     validate_outage_tolerance,
 )
 from airflow_provider_pathways.triggers.pathways_job import WaitUntil, validate_wait_arguments
@@ -450,45 +446,32 @@ class PathwaysJobOperator(ReattachingJobOperator):
         from airflow_provider_pathways.hooks.kubernetes import is_transient
 
         need = self.required_slices(self.spec) if self.wait_until == WaitUntil.READY.value else None
-        outage = OutageWindow(self.outage_tolerance, what=f"the Kubernetes API ({self.kubernetes_conn_id})")
-        last: PathwaysJobStatus | None = None
-        while True:
-            try:
-                status = self.hook.get_status(
-                    self.spec.name or "", self.spec.namespace or "", self.status_options
-                )
-            except Exception as err:
-                if not is_transient(err):
-                    raise
-                try:
-                    delay = outage.failed(err, describe_error(err))
-                except OutageTooLong as too_long:
-                    raise AirflowException(str(too_long)) from err
-                if outage.failures == 1:
-                    self.log.warning(
-                        "Kubernetes API unreachable (%s); retrying for up to %gs",
-                        describe_error(err),
-                        outage.tolerance,
-                    )
-                time.sleep(delay)
-                continue
-            lasted = outage.recovered()
-            if lasted is not None:
-                self.log.info("The Kubernetes API answers again after %.0fs", lasted)
+        last: list[PathwaysJobStatus | None] = [None]
+
+        def look() -> PathwaysJobStatus | None:
+            status = self.hook.get_status(
+                self.spec.name or "", self.spec.namespace or "", self.status_options
+            )
             self._status = status
-            if status != last:
+            if status != last[0]:
                 self.log.info("%s", status.progress(need))
-                last = status
+                last[0] = status
             if self._done(status):
                 return status
             queued_for = status.queued_for()
             if self.queue_timeout is not None and queued_for is not None and queued_for >= self.queue_timeout:
                 self._give_up_queued(context, status)
-            if deadline.passed():
-                self._give_up(context, deadline.reason)
-            time.sleep(self.poll_interval)
+            return None
 
-    def _give_up(self, context: Context, reason: str | None) -> NoReturn:
+        return self.poll(
+            context,
+            deadline,
+            look,
+            service=f"the Kubernetes API ({self.kubernetes_conn_id})",
+            is_transient=is_transient,
+        )
+
+    def give_up(self, context: Context, reason: str | None) -> NoReturn:
         """The wait ran out of time: delete the job per ``delete_on`` (always while queued) and fail."""
         if "failure" in self.delete_on or self._is_queued():
             self._delete("the wait timed out")
@@ -519,7 +502,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
             self._status = PathwaysJobStatus.from_dict(event["job"])
             self._give_up_queued(context, self._status)
         if event.get("status") == "timeout":
-            self._give_up(context, event.get("reason"))
+            self.give_up(context, event.get("reason"))
         if event.get("status") != "done":
             raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
         return self.finish_job(context, self._identity(), PathwaysJobStatus.from_dict(event["job"]))

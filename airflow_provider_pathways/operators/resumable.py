@@ -5,13 +5,18 @@ from __future__ import annotations
 import contextlib
 import time
 from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_provider_pathways.reattach import JobJudgement, ReattachAction, reattach_action
+from airflow_provider_pathways.transient import OutageTooLong, OutageWindow, describe_error
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -61,6 +66,8 @@ class ReattachingJobOperator(BaseOperator):
     """
 
     external_id_key: str = "job"
+    poll_interval: float
+    outage_tolerance: float
 
     @abstractmethod
     def submit_job(self, context: Context) -> JsonValue:
@@ -86,6 +93,50 @@ class ReattachingJobOperator(BaseOperator):
     @abstractmethod
     def describe_job(self, external_id: JsonValue) -> str:
         """The job as a user names it, e.g. ``PathwaysJob ml/train-1a2b`` or ``Slurm job 42``."""
+
+    @abstractmethod
+    def give_up(self, context: Context, reason: str | None) -> NoReturn:
+        """The wait ran out of time (``reason``: the limit): clean up per policy and fail the try."""
+
+    def poll(
+        self,
+        context: Context,
+        deadline: Deadline,
+        look: Callable[[], T | None],
+        *,
+        service: str,
+        is_transient: Callable[[BaseException], bool],
+    ) -> T:
+        """Call ``look`` every ``poll_interval`` seconds until it returns something, riding out an
+        outage of ``service`` of up to ``outage_tolerance`` seconds; :meth:`give_up` at ``deadline``."""
+        outage = OutageWindow(self.outage_tolerance, what=service)
+        while True:
+            delay = self.poll_interval
+            try:
+                observed = look()
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                try:
+                    delay = outage.failed(err, describe_error(err))
+                except OutageTooLong as too_long:
+                    raise AirflowException(str(too_long)) from err
+                if outage.failures == 1:
+                    self.log.warning(
+                        "%s is unreachable (%s); retrying for up to %gs",
+                        service,
+                        describe_error(err),
+                        outage.tolerance,
+                    )
+            else:
+                lasted = outage.recovered()
+                if lasted is not None:
+                    self.log.info("%s answers again after %.0fs", service, lasted)
+                if observed is not None:
+                    return observed
+            if deadline.passed():
+                self.give_up(context, deadline.reason)
+            time.sleep(delay)
 
     def run_job(self, context: Context) -> Any:
         """Reattach to the job an earlier try submitted, or submit one; then follow it."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
@@ -26,9 +25,6 @@ from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_pr
 from airflow_provider_pathways.spec.k8s import bucket_name_error
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
-    OutageTooLong,
-    OutageWindow,
-    describe_error,
     validate_outage_tolerance,
 )
 from airflow_provider_pathways.triggers.slurm import ServiceCheck
@@ -211,7 +207,16 @@ class _SlurmJobMixin(ReattachingJobOperator):
         deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
             self.defer(trigger=self.trigger(deadline), method_name="execute_complete")
-        return self.finish_job(context, self._job_id, self.poll(context, deadline))
+        from airflow_provider_pathways.hooks.slurm import is_transient
+
+        observed = self.poll(
+            context,
+            deadline,
+            self.look,
+            service=f"Slurm (connection {self.slurm_conn_id!r})",
+            is_transient=is_transient,
+        )
+        return self.finish_job(context, self._job_id, observed)
 
     def trigger(self, deadline: Deadline) -> BaseTrigger:
         """The trigger that waits for this job in the triggerer."""
@@ -220,39 +225,6 @@ class _SlurmJobMixin(ReattachingJobOperator):
     def look(self) -> Any:
         """One look at the job for the polling wait: an observation when the wait is over, else None."""
         raise NotImplementedError
-
-    def poll(self, context: Context, deadline: Deadline) -> Any:
-        """Look every ``poll_interval`` seconds until :meth:`look` says the wait is over, riding out
-        an outage of up to ``outage_tolerance`` seconds."""
-        from airflow_provider_pathways.hooks.slurm import is_transient
-
-        outage = OutageWindow(self.outage_tolerance, what=f"Slurm (connection {self.slurm_conn_id!r})")
-        while True:
-            delay = self.poll_interval
-            try:
-                observed = self.look()
-            except Exception as err:
-                if not is_transient(err):
-                    raise
-                try:
-                    delay = outage.failed(err, describe_error(err))
-                except OutageTooLong as too_long:
-                    raise AirflowException(str(too_long)) from err
-                if outage.failures == 1:
-                    self.log.warning(
-                        "Slurm unreachable (%s); retrying for up to %gs",
-                        describe_error(err),
-                        outage.tolerance,
-                    )
-            else:
-                lasted = outage.recovered()
-                if lasted is not None:
-                    self.log.info("Slurm answers again after %.0fs", lasted)
-                if observed is not None:
-                    return observed
-            if deadline.passed():
-                self.give_up(context, deadline.reason)
-            time.sleep(delay)
 
     def give_up(self, context: Context, reason: str | None) -> NoReturn:
         """The wait ran out of time: cancel the job (with ``cancel_on_kill``) and fail the try."""
