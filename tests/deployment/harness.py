@@ -364,6 +364,14 @@ class Airflow:
                 return json.loads(value)
         return value
 
+    def state_store(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
+        """The task instance's ``task_state_store`` (what an operator keeps across tries)."""
+        ref = RunRef(dag_id, run_id)
+        entries = self.api.get(
+            f"{ref.path}/taskInstances/{_q(task_id)}/state-store", map_index=map_index, limit=100
+        )["task_state_store"]
+        return {e["key"]: e["value"] for e in entries}
+
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
         """The task's log for one try (task and trigger lines), one event per line."""
         ref = RunRef(dag_id, run_id)

@@ -147,16 +147,9 @@ def service_happy(stage: Stage, name: str, mode: str, transport: str) -> TaskOut
     return seen
 
 
-SERVICE_READY_DEFERRED = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a deferred PathwaysSlurmServiceOperator fails a service that became ready as if its job was gone",
-)
-
-
 @pytest.mark.scenario("service_happy[{mode}-{transport}]")
 @pytest.mark.parametrize("transport", TRANSPORTS)
-@pytest.mark.parametrize("mode", [pytest.param("deferrable", marks=SERVICE_READY_DEFERRED), "polling"])
+@pytest.mark.parametrize("mode", MODES)
 def test_pathways_service_becomes_ready_then_is_cancelled(
     seen: TaskOutcome, mode: str, transport: str
 ) -> None:

@@ -43,14 +43,18 @@ class Crash:
         self.job = ""
 
     def wait_following(self, try_number: int = 1, starts: int = 1) -> str:
-        """Wait until the job runs and try ``try_number`` polls it; returns the job (name or id)."""
+        """Wait until the job runs and try ``try_number`` follows it (the job is in the task's state
+        store, which a retry reads); returns the job (name or id)."""
         if self.gke:
             self.job = gke_waiting(self.stage, self.dag_id, self.run_id, "polling", try_number)
-            progress = f"{namespace(self.dag_id)}/{self.job}: "
         else:
             self.job = slurm_waiting(self.stage, self.dag_id, self.run_id, "polling", try_number, starts)
-            progress = f"Slurm job {self.job}:"
-        self.airflow.wait_log(self.dag_id, self.run_id, "train", try_number, progress, WAIT)
+        wait_for(
+            lambda: self.airflow.state_store(self.dag_id, self.run_id, "train"),
+            f"{self.dag_id} to keep its job in the task state store",
+            WAIT,
+            1.0,
+        )
         return self.job
 
     def kill_worker(self) -> dict[str, int]:
