@@ -242,6 +242,16 @@ class SlurmCluster:
         """CPUs of the node that no job holds (``sinfo``'s allocated/idle/other/total)."""
         return int(self.run("sinfo", "-h", "-o", "%C").stdout.split()[0].split("/")[1])
 
+    def wait_room(self, cpus: int, timeout: float = 180) -> int:
+        """Wait (at most ``timeout`` seconds) until ``cpus`` CPUs are idle; returns the idle CPUs.
+
+        Jobs in ``high`` preempt ``preemptible`` ones whenever the node is full, so the jobs meant
+        to be preempted start once the first burst of the suite's jobs has passed.
+        """
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: self.idle_cpus() >= cpus, f"{cpus} idle CPUs", timeout, 1.0)
+        return self.idle_cpus()
+
     def preempt(self, job_ids: list[str], timeout: float = 90) -> list[str]:
         """Preempt running ``preemptible`` jobs for real: a job in ``high`` that needs their CPUs.
 

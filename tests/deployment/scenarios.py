@@ -14,7 +14,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +123,7 @@ class Stage:
     gates: dict[str, Gate]
     outage_seconds: float = 20.0
     drills: dict[str, Rendezvous] = field(default_factory=dict)
+    runner: Runner | None = None
 
     @property
     def slurm_conf(self) -> dict[str, str]:
@@ -134,6 +135,12 @@ class Stage:
 
     def drill(self, name: str) -> Rendezvous:
         return self.drills[name]
+
+    def after(self, prefixes: tuple[str, ...], timeout: float = 300) -> None:
+        """Wait (at most ``timeout`` seconds) until the scenarios whose names start with one of
+        ``prefixes`` have ended, whatever their outcome."""
+        if self.runner is not None:
+            self.runner.wait_ended(lambda name: name.startswith(prefixes), timeout)
 
     def make_drill(self, name: str, parties: set[str]) -> Rendezvous:
         if name == "preemption":
@@ -162,6 +169,7 @@ class Runner:
 
     def __init__(self, stage: Stage, names: list[str]) -> None:
         self.stage = stage
+        stage.runner = self
         unknown = sorted(set(names) - set(REGISTRY))
         if unknown:
             raise LookupError(f"no scenario registered as {unknown}")
@@ -184,6 +192,10 @@ class Runner:
             self.took[name] = round(time.monotonic() - self.started)
             if registered.drill is not None:
                 self.stage.drills[registered.drill].leave(name)
+
+    def wait_ended(self, selected: Callable[[str], bool], timeout: float) -> None:
+        futures = [f for name, f in self.futures.items() if selected(name)]
+        wait(futures, timeout)
 
     def result(self, name: str, timeout: float = 900) -> Any:
         return self.futures[name].result(timeout)

@@ -12,6 +12,8 @@ from tests.deployment.steps import WAIT, gke_end_program, gke_waiting, namespace
 PLATFORMS = ("gke", "slurm_rest", "slurm_ssh")
 RETRIES = ("unset", "zero")
 RUN_TIMEOUT = 300
+ROOM = 12  # idle CPUs before a job meant to be preempted is submitted
+FIRST_BURST = ("slurm_happy", "service_happy", "mark_failed")
 
 
 def _drill(platform: str, retries: str) -> str | None:
@@ -30,6 +32,8 @@ def preempt_once(stage: Stage, name: str, platform: str, retries: str) -> TaskOu
         stage.kube.action(namespace(dag_id), job, "preempt-slice", slice=0)
     else:
         dag_id = f"slurm_preempt_{kind}_{platform.split('_')[1]}"
+        stage.after(FIRST_BURST)  # the suite's first burst of high jobs would preempt it early
+        stage.slurm.wait_room(ROOM)
         run_id = airflow.trigger(dag_id, stage.slurm_conf)
         job = slurm_waiting(stage, dag_id, run_id, "deferred")
         stage.drill("preemption").arrive(name, job)

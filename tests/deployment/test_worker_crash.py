@@ -19,6 +19,8 @@ from tests.deployment.steps import WAIT, gke_end_program, gke_waiting, namespace
 PLATFORMS = ("gke", "slurm_rest", "slurm_ssh")
 OUTCOMES = ("success", "fail", "preempt")
 RUN_TIMEOUT = 300
+ROOM = 12  # idle CPUs before a job meant to be preempted is submitted
+FIRST_BURST = ("slurm_happy", "service_happy", "mark_failed")
 # the SDK's ResumableJobMixin says "Reconnecting to existing job"; an operator may say it its own way
 REATTACHED = re.compile(r"Reconnecting to existing job|Reattaching to ")
 
@@ -38,6 +40,9 @@ class Crash:
         self.platform = platform
         self.dag_id = dag_for(platform, kind)
         self.gke = platform == "gke"
+        if not self.gke and kind == "preempt":
+            stage.after(FIRST_BURST)  # the suite's first burst of high jobs would preempt it early
+            stage.slurm.wait_room(ROOM)
         conf = None if self.gke else stage.slurm_conf
         self.run_id = self.airflow.trigger(self.dag_id, conf)
         self.job = ""
