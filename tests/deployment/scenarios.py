@@ -182,7 +182,11 @@ class Runner:
         self.started = time.monotonic()
         self.took: dict[str, float] = {}
         self._pool = ThreadPoolExecutor(max_workers=max(len(names), 1), thread_name_prefix="scenario")
-        self.futures: dict[str, Future[Any]] = {name: self._pool.submit(self._run, name) for name in names}
+        self.futures: dict[str, Future[Any]] = {}
+        self._submitted = threading.Event()
+        for name in names:
+            self.futures[name] = self._pool.submit(self._run, name)
+        self._submitted.set()
 
     def _run(self, name: str) -> Any:
         registered = REGISTRY[name]
@@ -194,6 +198,7 @@ class Runner:
                 self.stage.drills[registered.drill].leave(name)
 
     def wait_ended(self, selected: Callable[[str], bool], timeout: float) -> None:
+        self._submitted.wait(timeout)
         futures = [f for name, f in self.futures.items() if selected(name)]
         wait(futures, timeout)
 
