@@ -91,6 +91,11 @@ class Crash:
         else:
             self.stage.drill("preemption").arrive(name, self.job)
 
+    def program_runs(self) -> int:
+        if self.gke:
+            return self.stage.kube.program_runs(namespace(self.dag_id))
+        return len(self.stage.slurm.program_runs(self.dag_id))
+
     def wait_job_failed(self) -> None:
         if self.gke:
             ns = namespace(self.dag_id)
@@ -113,12 +118,12 @@ class Crash:
         if self.gke:
             ns = namespace(self.dag_id)
             seen.extra["jobs"] = list(self.stage.kube.jobs_created(ns))
-            seen.extra["program_runs"] = self.stage.kube.program_runs(ns)
+            seen.extra["program_runs"] = self.program_runs()
             seen.extra["leftovers"] = self.stage.kube.leftovers(ns)
         else:
             name = self.stage.slurm.job_name(self.dag_id)
             seen.extra["jobs"] = self.stage.slurm.job_ids(name)
-            seen.extra["program_runs"] = len(self.stage.slurm.program_runs(self.dag_id))
+            seen.extra["program_runs"] = self.program_runs()
             seen.extra["leftovers"] = self.stage.slurm.active(name)
         return seen
 
@@ -198,6 +203,14 @@ def crash_fails_meanwhile(stage: Stage, name: str, platform: str) -> TaskOutcome
     run.end_job(3)
     run.wait_job_failed()  # while the task has no worker: it is still "running" without heartbeats
     still = run.airflow.task_instance(run.dag_id, run.run_id, "train")
+    wait_for(
+        lambda: run.airflow.run_finished(run.dag_id, run.run_id) or run.program_runs() >= 2,
+        f"{run.dag_id} to end, or to run the program again",
+        RUN_TIMEOUT,
+        1.0,
+    )
+    if not run.airflow.run_finished(run.dag_id, run.run_id):
+        run.end_job(3)  # the program runs a second time: let that run end too
     seen = run.result()
     seen.extra["state_when_job_failed"] = (still["state"], still["try_number"])
     return seen
