@@ -17,7 +17,7 @@ venv: $(VENV)/.installed
 
 sandbox-slurm:
 	SANDBOX_SLURM_TAKEOVER=1 bash sandbox/slurm/up.sh
-	bash sandbox/slurm/versions.sh up all
+	SANDBOX_SLURM_TAKEOVER=1 bash sandbox/slurm/versions.sh up all
 
 # Headless Chromium from Debian's packages for the browser tests of the Airflow UI (tests/ui).
 sandbox-ui:

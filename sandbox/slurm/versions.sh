@@ -580,6 +580,33 @@ build_chroots() {
 	((failed == 0)) || die "building a chroot failed"
 }
 
+# A cluster of this version started from another checkout (another state dir, maybe deleted) runs in
+# the shared chroot: stop it (SANDBOX_SLURM_TAKEOVER=1) or refuse, as up.sh does for the host's.
+take_over_chroot() {
+	sandbox_chroot_processes "$V_ROOT" || return 0
+	if mounted "$V_ROOT$V_STATE" && root_pid "$CTLD_PID" slurmctld >/dev/null; then
+		return 0
+	fi
+	[[ ${SANDBOX_SLURM_TAKEOVER:-0} == 1 ]] ||
+		die "[$VERSION] a cluster from another checkout runs in $V_ROOT; stop it or set SANDBOX_SLURM_TAKEOVER=1"
+	log "[$VERSION] taking over from another checkout's cluster in $V_ROOT"
+	local link pid end=$((SECONDS + 15))
+	for link in /proc/[0-9]*/root; do
+		if [[ $(readlink "$link" 2>/dev/null) == "$V_ROOT" ]]; then
+			pid=${link#/proc/}
+			kill -TERM "${pid%/root}" 2>/dev/null || true
+		fi
+	done
+	while sandbox_chroot_processes "$V_ROOT" && ((SECONDS < end)); do sleep 0.2; done
+	for link in /proc/[0-9]*/root; do
+		if [[ $(readlink "$link" 2>/dev/null) == "$V_ROOT" ]]; then
+			pid=${link#/proc/}
+			kill -KILL "${pid%/root}" 2>/dev/null || true
+		fi
+	done
+	unmount_all
+}
+
 up_version() {
 	local started=$SECONDS
 	bash "$SANDBOX_SLURM_DIR/build-chroot.sh" "$VERSION"
@@ -594,6 +621,7 @@ up_version() {
 	flock -w 300 9 || die "another versions.sh holds $V_STATE/.up.lock"
 	chmod 0755 "$V_STATE" "$ETC" "$RUN" "$LOGS" "$SPOOL" "$SPOOL/slurmd" "$SSHDIR" "$AUTH_KEYS_DIR"
 	chmod 0700 "$JWTDIR" "$SPOOL/slurmctld"
+	take_over_chroot
 	host_user
 	mount_all
 	chroot_user
