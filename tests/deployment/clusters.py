@@ -267,7 +267,14 @@ class SlurmCluster:
                 break
             if time.monotonic() > deadline:
                 raise AssertionError(f"could not preempt {pending}: {[self.show(j) for j in pending]}")
-            running = [j for j in pending if self.state(j) == "RUNNING"]
+            states = {j: self.state(j) for j in pending}
+            gone = {j: st for j, st in states.items() if st not in SLURM_ACTIVE}
+            if gone:
+                raise AssertionError(f"cannot preempt jobs that are no longer active: {gone}")
+            running = [j for j, st in states.items() if st == "RUNNING"]
+            if not running:  # pending until CPUs free up
+                time.sleep(0.5)
+                continue
             size = self.idle_cpus() + len(running)
             command = ["sbatch", "--parsable", "-p", "high", "-c", str(size), "-J", f"preemptor-{self.tag}"]
             command += ["-o", "/dev/null", "--wrap", "sleep 30"]
