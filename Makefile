@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STATE := .sandbox
 
-.PHONY: demo test venv lint bench docs sandbox-slurm sandbox-ui sandbox-down clean
+.PHONY: demo test venv lint bench docs sandbox-slurm sandbox-airflow sandbox-ui sandbox-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ sandbox-slurm:
 	SANDBOX_SLURM_TAKEOVER=1 bash sandbox/slurm/up.sh
 	SANDBOX_SLURM_TAKEOVER=1 bash sandbox/slurm/versions.sh up all
 
+# PostgreSQL from Debian's packages for the real Airflow deployment (tests/deployment).
+sandbox-airflow:
+	bash sandbox/airflow/install.sh
+
 # Headless Chromium from Debian's packages for the browser tests of the Airflow UI (tests/ui).
 sandbox-ui:
 	bash sandbox/ui/install.sh
@@ -30,7 +34,7 @@ docs: venv
 demo: venv
 	$(PY) -m sandbox.demo
 
-test: venv sandbox-slurm sandbox-ui docs
+test: venv sandbox-slurm sandbox-airflow sandbox-ui docs
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
