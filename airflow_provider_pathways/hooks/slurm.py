@@ -314,6 +314,10 @@ class _LoopThread:
             raise RuntimeError("SlurmHook sync method called from its own event loop thread")
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
+    def owns(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """True if ``loop`` is this runner's (running) loop."""
+        return loop is self._loop and self._thread is not None and self._thread.is_alive()
+
     def stop(self) -> None:
         with self._lock:
             loop, thread = self._loop, self._thread
@@ -689,7 +693,11 @@ class SlurmHook(BaseHook):
             return False, self._safe_message(err)
 
     def close(self) -> None:
-        """Close the sync transport and stop the private event loop thread."""
+        """Close the sync transport (and what :meth:`run_on_private_loop` opened) and stop the
+        private event loop thread."""
+        if self._async_transport is not None and self._runner.owns(self._async_transport[0]):
+            with contextlib.suppress(Exception):  # best effort: the loop is stopped next
+                self._runner.run(self.a_close())
         self._finalizer()
 
     # ---- async twins ----------------------------------------------------------------------

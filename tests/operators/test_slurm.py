@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -149,6 +150,9 @@ def test_stale_cluster_env_from_an_earlier_run_is_ignored(
     name = f"{uuid.uuid4().hex}.env"
     stale = home / "pathways" / "tests" / name
     stale.parent.mkdir(parents=True, exist_ok=True)
+    user = slurm_cluster["SLURM_SANDBOX_USER"]
+    for folder in (stale.parent.parent, stale.parent):  # jobs run as the cluster user write here
+        shutil.chown(folder, user=user, group=user)
     stale.write_text("PATHWAYS_PROXY_ADDRESS=grpc://10.9.9.9:29000\n")
     old = time.time() - 3600
     os.utime(stale, (old, old))
