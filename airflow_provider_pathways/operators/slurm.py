@@ -222,6 +222,18 @@ class _SlurmJobMixin(ReattachingJobOperator):
         """The trigger that waits for this job in the triggerer."""
         raise NotImplementedError
 
+    def trigger_arguments(self, deadline: Deadline) -> dict[str, Any]:
+        """What every Slurm trigger of these operators gets: connection, pace, deadline, kill and
+        outage policy."""
+        return {
+            "slurm_conn_id": self.slurm_conn_id,
+            "poll_interval": self.poll_interval,
+            "deadline": deadline.at,
+            "deadline_reason": deadline.reason,
+            "cancel_on_kill": self.cancel_on_kill,
+            "outage_tolerance": self.outage_tolerance,
+        }
+
     def look(self) -> Any:
         """One look at the job for the polling wait: an observation when the wait is over, else None."""
         raise NotImplementedError
@@ -417,12 +429,7 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
         assert self._job_id is not None
         return PathwaysClusterEnvTrigger(
             service_job_id=self._job_id,
-            slurm_conn_id=self.slurm_conn_id,
-            poll_interval=self.poll_interval,
-            deadline=deadline.at,
-            deadline_reason=deadline.reason,
-            cancel_on_kill=self.cancel_on_kill,
-            outage_tolerance=self.outage_tolerance,
+            **self.trigger_arguments(deadline),
             **self._check_arguments(),
         )
 
@@ -542,12 +549,7 @@ class SlurmJobOperator(_SlurmJobMixin):
         assert self._job_id is not None
         return SlurmJobTrigger(
             job_id=self._job_id,
-            slurm_conn_id=self.slurm_conn_id,
-            poll_interval=self.poll_interval,
-            deadline=deadline.at,
-            deadline_reason=deadline.reason,
-            cancel_on_kill=self.cancel_on_kill,
-            outage_tolerance=self.outage_tolerance,
+            **self.trigger_arguments(deadline),
         )
 
     def look(self) -> tuple[SlurmJob | None, str] | None:
