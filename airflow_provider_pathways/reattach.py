@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from airflow_provider_pathways.failures import FailureClass
+from airflow_provider_pathways.failure_class import FailureClass
 
 
 class Verdict(str, Enum):

@@ -50,8 +50,8 @@ TARGET_LATENCY = 1.0  # s, median
 TARGET_REQUEST_RATIO = 10.0
 
 if TYPE_CHECKING:
+    from airflow_provider_pathways.gke.spec import PathwaysJobSpec
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-    from airflow_provider_pathways.spec import PathwaysJobSpec
     from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
     from sandbox.kube.launcher import KubeStandin
 
@@ -156,7 +156,7 @@ def bootstrap_airflow() -> str:
 
 def make_spec(namespace: str, *, slices: int, tpu_type: str = "v6e-4", **knobs: Any) -> PathwaysJobSpec:
     """A headless spec (no user container) with simulator knobs as annotations (as tests/gke.py)."""
-    from airflow_provider_pathways.spec import PathwaysJobSpec
+    from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 
     return PathwaysJobSpec.from_tpu_type(
         tpu_type,
@@ -199,7 +199,7 @@ async def first_event(trigger: PathwaysJobTrigger) -> tuple[float, dict[str, Any
 
 
 def wait_for_jobset(hook: PathwaysJobHook, name: str, namespace: str, timeout: float = 20.0) -> None:
-    from airflow_provider_pathways.resources import JOBSET
+    from airflow_provider_pathways.gke.resources import JOBSET
 
     deadline = time.monotonic() + timeout
     while hook.get_object(JOBSET, name, namespace) is None:

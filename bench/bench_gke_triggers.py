@@ -125,7 +125,7 @@ def verdict(ok: bool) -> str:
 
 def create_jobs(standin: KubeStandin, hook: PathwaysJobHook, count: int) -> list[str]:
     """Create ``count`` never-ready headless jobs; wait until the controllers made their pods."""
-    from airflow_provider_pathways.spec import PathwaysJobSpec
+    from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 
     names = []
     for _ in range(count):

@@ -201,8 +201,8 @@ def submit_service(hook: SlurmHook, settings: dict[str, str], workdir: Path, sli
 
 async def wait_ready(hook: SlurmHook, service: Service, timeout: float = 90.0) -> None:
     """Until ``check_pathways_service`` says ready, then until the array's RUNNING count is stable."""
-    from airflow_provider_pathways.cluster_env import count_running
-    from airflow_provider_pathways.triggers.slurm import check_pathways_service
+    from airflow_provider_pathways.slurm.cluster_env import count_running
+    from airflow_provider_pathways.slurm.service import check_pathways_service
 
     deadline = time.monotonic() + timeout
     try:
@@ -283,7 +283,7 @@ def cancel_all(hook: SlurmHook, services: list[Service]) -> None:
 
 async def provider_poll(hook: SlurmHook, service: Service) -> int:
     """One readiness poll as the trigger and the sensor do it; the RUNNING slice count."""
-    from airflow_provider_pathways.triggers.slurm import check_pathways_service
+    from airflow_provider_pathways.slurm.service import check_pathways_service
 
     check = await check_pathways_service(
         hook, service.job_id, cluster_env_path=service.cluster_env, min_slices=MIN_SLICES
@@ -295,7 +295,8 @@ async def provider_poll(hook: SlurmHook, service: Service) -> int:
 
 async def naive_poll(hook: SlurmHook, service: Service) -> int:
     """Baseline: the same checks, but one Slurm query per array task (``<array>_<i>``)."""
-    from airflow_provider_pathways.slurm_job import jobs_from_rest, jobs_from_scontrol
+    from airflow_provider_pathways.slurm.rest_codec import jobs_from_rest
+    from airflow_provider_pathways.slurm.scontrol import jobs_from_scontrol
 
     job = await hook.a_get_job(service.job_id)
     if job is None or job.terminal:

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from airflow_provider_pathways.spec import PathwaysJobSpec
+from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 
 CONN = "gke_sandbox"
 KNOB = "sandbox.pathways.dev/"

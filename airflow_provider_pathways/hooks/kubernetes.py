@@ -21,14 +21,14 @@ from kubernetes.client import ApiException
 from kubernetes_asyncio import client as async_client
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
-from airflow_provider_pathways.resources import (
+from airflow_provider_pathways.gke.resources import (
     JOBSET,
     KUEUE_WORKLOAD,
     CustomResource,
     JobKind,
     kueue_workload_name,
 )
-from airflow_provider_pathways.status import (
+from airflow_provider_pathways.gke.status import (
     HEAD_REPLICATED_JOB,
     JOBSET_NAME_LABEL,
     REPLICATED_JOB_LABEL,

@@ -2,7 +2,7 @@
 
 The connection's ``transport`` extra picks the transport; both sit behind one async interface
 (:class:`SlurmTransport`) and all parsing and state mapping lives in
-:mod:`airflow_provider_pathways.slurm_job`. The async implementation is the only one: sync methods
+:mod:`airflow_provider_pathways.slurm`. The async implementation is the only one: sync methods
 run it on a private event loop thread owned by the hook (so they also work when the calling thread
 already runs an event loop, and they reuse one HTTP session / SSH connection across calls). Call
 :meth:`SlurmHook.close` (sync) or :meth:`SlurmHook.a_close` (async) when done.
@@ -21,19 +21,18 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_pathways.slurm_job import (
+from airflow_provider_pathways.slurm.accounting import latest_attempts
+from airflow_provider_pathways.slurm.errors import (
     SlurmApiError,
     SlurmAuthError,
     SlurmCommandError,
     SlurmConnectionError,
     SlurmError,
     SlurmHostKeyError,
-    SlurmJob,
     SlurmJobLost,
-    SubmitRequest,
-    expand_task_ids,
-    latest_attempts,
 )
+from airflow_provider_pathways.slurm.job import SlurmJob, expand_task_ids
+from airflow_provider_pathways.slurm.submit import SubmitRequest
 from airflow_provider_pathways.transient import TRANSIENT_HTTP_STATUSES, CallRetry
 
 if TYPE_CHECKING:
@@ -170,7 +169,10 @@ class SlurmSettings:
             raise fail(f"port and timeouts must be numbers ({err})") from None
         api_version = str(extra.get("api_version") or "auto").strip()
         if api_version != "auto":
-            from airflow_provider_pathways.slurm_job import SUPPORTED_API_RANGE, SUPPORTED_API_VERSIONS
+            from airflow_provider_pathways.slurm.api_versions import (
+                SUPPORTED_API_RANGE,
+                SUPPORTED_API_VERSIONS,
+            )
 
             if api_version not in SUPPORTED_API_VERSIONS:
                 raise fail(
@@ -654,7 +656,7 @@ class SlurmHook(BaseHook):
         """The job (or array task with that id): slurmctld's record, or, once slurmctld forgot the
         ended job (``MinJobAge`` after its end, 300 s by default), the last attempt in accounting
         (``source == "accounting"``). None when neither knows it; with ``required=True`` (a job
-        this caller submitted) that raises :class:`~airflow_provider_pathways.slurm_job.SlurmJobLost`
+        this caller submitted) that raises :class:`~airflow_provider_pathways.slurm.errors.SlurmJobLost`
         instead ("job N is no longer known to slurmctld and the cluster keeps no accounting"),
         an infrastructure failure whose end is unknown."""
         return self._run(lambda t: self._get_job(t, int(job_id), required))

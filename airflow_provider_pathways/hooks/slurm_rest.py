@@ -16,25 +16,25 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from airflow_provider_pathways.slurm_job import (
-    ESLURM_ALREADY_DONE,
-    ESLURM_INVALID_JOB_ID,
-    SUPPORTED_API_RANGE,
-    SUPPORTED_API_VERSIONS,
+from airflow_provider_pathways.slurm.accounting import jobs_from_slurmdb
+from airflow_provider_pathways.slurm.api_versions import SUPPORTED_API_RANGE, SUPPORTED_API_VERSIONS
+from airflow_provider_pathways.slurm.directives import parse_sbatch_directives
+from airflow_provider_pathways.slurm.errors import (
     SlurmApiError,
     SlurmAuthError,
     SlurmConnectionError,
     SlurmError,
-    SlurmJob,
-    SubmitRequest,
+)
+from airflow_provider_pathways.slurm.job import SlurmJob
+from airflow_provider_pathways.slurm.rest_codec import (
+    ESLURM_ALREADY_DONE,
+    ESLURM_INVALID_JOB_ID,
     jobs_from_rest,
-    jobs_from_slurmdb,
-    parse_sbatch_directives,
-    path_wrapper_script,
     rest_error_numbers,
     rest_errors_text,
-    rest_submit_body,
 )
+from airflow_provider_pathways.slurm.rest_submit import rest_submit_body
+from airflow_provider_pathways.slurm.submit import SubmitRequest, path_wrapper_script
 
 if TYPE_CHECKING:
     from airflow_provider_pathways.hooks.slurm import FileAccess, SlurmSettings

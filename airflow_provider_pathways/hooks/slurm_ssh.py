@@ -13,20 +13,18 @@ from typing import TYPE_CHECKING, Any
 
 import asyncssh
 
-from airflow_provider_pathways.slurm_job import (
-    SACCT_DELIMITER,
-    SACCT_FIELDS,
+from airflow_provider_pathways.slurm.accounting import SACCT_DELIMITER, SACCT_FIELDS, jobs_from_sacct
+from airflow_provider_pathways.slurm.directives import parse_sbatch_directives
+from airflow_provider_pathways.slurm.errors import (
     SlurmAuthError,
     SlurmCommandError,
     SlurmConnectionError,
     SlurmError,
     SlurmHostKeyError,
-    SlurmJob,
-    SubmitRequest,
-    jobs_from_sacct,
-    jobs_from_scontrol,
-    parse_sbatch_directives,
 )
+from airflow_provider_pathways.slurm.job import SlurmJob
+from airflow_provider_pathways.slurm.scontrol import jobs_from_scontrol
+from airflow_provider_pathways.slurm.submit import SubmitRequest
 
 if TYPE_CHECKING:
     from airflow_provider_pathways.hooks.slurm import SlurmSettings

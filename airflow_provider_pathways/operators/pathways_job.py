@@ -12,30 +12,30 @@ from airflow.sdk import BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
-from airflow_provider_pathways.links import (
-    CloudLoggingLink,
-    GKEWorkloadLink,
-    cloud_logging_url,
-    gke_workload_url,
-)
-from airflow_provider_pathways.naming import airflow_labels, default_job_name
-from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
-from airflow_provider_pathways.reattach import JobJudgement
-from airflow_provider_pathways.resources import JobKind, proxy_address
-from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
-from airflow_provider_pathways.spec import PathwaysJobSpec, PathwaysSpecError
-from airflow_provider_pathways.status import (
+from airflow_provider_pathways.gke.naming import airflow_labels, default_job_name
+from airflow_provider_pathways.gke.resources import JobKind, proxy_address
+from airflow_provider_pathways.gke.spec import PathwaysJobSpec, PathwaysSpecError
+from airflow_provider_pathways.gke.status import (
     HEAD_REPLICATED_JOB,
     WORKER_REPLICATED_JOB,
     PathwaysJobStatus,
     Phase,
     format_duration,
 )
+from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments
+from airflow_provider_pathways.links import (
+    CloudLoggingLink,
+    GKEWorkloadLink,
+    cloud_logging_url,
+    gke_workload_url,
+)
+from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.reattach import JobJudgement
+from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     validate_outage_tolerance,
 )
-from airflow_provider_pathways.triggers.pathways_job import WaitUntil, validate_wait_arguments
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -57,7 +57,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
     """
     Create a PathwaysJob (or the equivalent plain JobSet) and follow it.
 
-    :param job: the job: a :class:`~airflow_provider_pathways.spec.PathwaysJobSpec`, a dict (a
+    :param job: the job: a :class:`~airflow_provider_pathways.gke.spec.PathwaysJobSpec`, a dict (a
         manifest or its ``spec``), or YAML text / a ``.yaml`` file path (templated).
     :param name: job name; default: derived from dag, task, run and map index (same on retries).
     :param namespace: namespace; default: the spec's, then the connection's, then ``default``.

@@ -11,23 +11,23 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from airflow.sdk import BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
-from airflow_provider_pathways.cluster_env import (
+from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
+from airflow_provider_pathways.gke.spec.k8s import bucket_name_error
+from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.reattach import JobJudgement, Verdict
+from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
+from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
     Readiness,
 )
-from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
-from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
-from airflow_provider_pathways.reattach import JobJudgement, Verdict
-from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
-from airflow_provider_pathways.spec.k8s import bucket_name_error
+from airflow_provider_pathways.slurm.service import ServiceCheck
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     validate_outage_tolerance,
 )
-from airflow_provider_pathways.triggers.slurm import ServiceCheck
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from airflow_provider_pathways.hooks.slurm import SlurmHook
-    from airflow_provider_pathways.slurm_job import SlurmJob
+    from airflow_provider_pathways.slurm.job import SlurmJob
 
 SLICE_SHAPE = re.compile(r"^[1-9][0-9]*x[1-9][0-9]*(x[1-9][0-9]*)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -169,7 +169,7 @@ class _SlurmJobMixin(ReattachingJobOperator):
         return job_id
 
     def judge_job(self, external_id: JsonValue, context: Context) -> JobJudgement | None:
-        from airflow_provider_pathways.slurm_job import SlurmJobLost
+        from airflow_provider_pathways.slurm.errors import SlurmJobLost
 
         try:
             job = self.hook.get_job(int(external_id), required=True)  # type: ignore[arg-type]
@@ -181,7 +181,7 @@ class _SlurmJobMixin(ReattachingJobOperator):
 
     def get_job_or_loss(self, job_id: int) -> tuple[SlurmJob | None, str]:
         """The job, or None and why its end is unknown (slurmctld forgot it, no accounting)."""
-        from airflow_provider_pathways.slurm_job import SlurmJobLost
+        from airflow_provider_pathways.slurm.errors import SlurmJobLost
 
         try:
             return self.hook.get_job(job_id, required=True), ""
@@ -189,8 +189,8 @@ class _SlurmJobMixin(ReattachingJobOperator):
             return None, str(lost)
 
     def judgement(self, job: SlurmJob) -> JobJudgement:
-        """The job's verdict (:func:`~airflow_provider_pathways.slurm_job.job_outcome`)."""
-        from airflow_provider_pathways.slurm_job import JobOutcome, job_outcome
+        """The job's verdict (:func:`~airflow_provider_pathways.slurm.outcome.job_outcome`)."""
+        from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 
         outcome, failure, message = job_outcome(job)
         if outcome is JobOutcome.FAILED:
@@ -434,7 +434,7 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
         )
 
     def look(self) -> ServiceCheck | None:
-        from airflow_provider_pathways.triggers.slurm import check_pathways_service
+        from airflow_provider_pathways.slurm.service import check_pathways_service
 
         assert self._job_id is not None
         job_id = self._job_id
@@ -448,7 +448,7 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the readiness trigger fired."""
-        from airflow_provider_pathways.slurm_job import SlurmJob
+        from airflow_provider_pathways.slurm.job import SlurmJob
 
         self.resume(context, event)
         if event.get("status") == "service_ended":
@@ -565,7 +565,7 @@ class SlurmJobOperator(_SlurmJobMixin):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the job trigger fired."""
-        from airflow_provider_pathways.slurm_job import SlurmJob
+        from airflow_provider_pathways.slurm.job import SlurmJob
 
         self.resume(context, event)
         if event.get("status") != "done":
@@ -670,7 +670,7 @@ class CancelSlurmJobOperator(BaseOperator):
         return ids
 
     def _worker_arrays(self, service_ids: list[int]) -> list[int]:
-        from airflow_provider_pathways.triggers.slurm import service_worker_arrays
+        from airflow_provider_pathways.slurm.service import service_worker_arrays
 
         array = self.worker_array_job_id
         return self.hook.run_on_private_loop(

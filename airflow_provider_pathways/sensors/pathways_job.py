@@ -12,15 +12,15 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
-from airflow_provider_pathways.resources import JobKind, proxy_address
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
-from airflow_provider_pathways.status import (
+from airflow_provider_pathways.gke.resources import JobKind, proxy_address
+from airflow_provider_pathways.gke.status import (
     HEAD_REPLICATED_JOB,
     WORKER_REPLICATED_JOB,
     PathwaysJobStatus,
     Phase,
 )
-from airflow_provider_pathways.triggers.pathways_job import WaitUntil, validate_wait_arguments
+from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments
+from airflow_provider_pathways.retry import PathwaysRetryPolicy
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
-from airflow_provider_pathways.cluster_env import (
+from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
+from airflow_provider_pathways.retry import PathwaysRetryPolicy
+from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
 )
-from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -116,7 +116,8 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
         return job_id
 
     def _fail_ended(self, job: dict[str, Any] | None) -> NoReturn:
-        from airflow_provider_pathways.slurm_job import JobOutcome, SlurmJob, job_outcome
+        from airflow_provider_pathways.slurm.job import SlurmJob
+        from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 
         if job is None:
             raise PathwaysJobFailed.for_class(
@@ -148,7 +149,7 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
         }
 
     def poke(self, context: Context) -> PokeReturnValue:
-        from airflow_provider_pathways.triggers.slurm import check_pathways_service
+        from airflow_provider_pathways.slurm.service import check_pathways_service
 
         job_id = self._job_id()
         arguments = self._arguments()

@@ -1,40 +1,4 @@
-"""Typed PathwaysJob spec: build, load, validate and render PathwaysJob or plain JobSet manifests.
+"""The PathwaysJob spec under its public import path (it lives in :mod:`.gke.spec`)."""
 
-Imports only the standard library and PyYAML.
-"""
-
-from __future__ import annotations
-
-from airflow_provider_pathways.spec.constants import (
-    API_VERSION,
-    COMPONENT_TYPES,
-    DEPLOYMENT_MODES,
-    HEAD_REPLICATED_JOB,
-    JOBSET_API_VERSION,
-    KIND,
-    PROXY_IMAGE,
-    PROXY_PORT,
-    SERVER_IMAGE,
-    WORKER_REPLICATED_JOB,
-)
-from airflow_provider_pathways.spec.model import ControllerSpec, CustomComponent, PathwaysJobSpec, WorkerSpec
-from airflow_provider_pathways.spec.problems import PathwaysSpecError, SpecProblem
-
-__all__ = [
-    "API_VERSION",
-    "COMPONENT_TYPES",
-    "DEPLOYMENT_MODES",
-    "HEAD_REPLICATED_JOB",
-    "JOBSET_API_VERSION",
-    "KIND",
-    "PROXY_IMAGE",
-    "PROXY_PORT",
-    "SERVER_IMAGE",
-    "WORKER_REPLICATED_JOB",
-    "ControllerSpec",
-    "CustomComponent",
-    "PathwaysJobSpec",
-    "PathwaysSpecError",
-    "SpecProblem",
-    "WorkerSpec",
-]
+from airflow_provider_pathways.gke.spec import *  # noqa: F403
+from airflow_provider_pathways.gke.spec import __all__ as __all__

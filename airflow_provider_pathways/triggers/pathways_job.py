@@ -6,14 +6,14 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from enum import Enum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_pathways.resources import JobKind
-from airflow_provider_pathways.status import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB, Phase
+from airflow_provider_pathways.gke.resources import JobKind
+from airflow_provider_pathways.gke.status import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB, Phase
+from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     OutageTooLong,
@@ -22,28 +22,8 @@ from airflow_provider_pathways.transient import (
 from airflow_provider_pathways.transient import describe_error as describe
 
 if TYPE_CHECKING:
+    from airflow_provider_pathways.gke.status import PathwaysJobStatus
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-    from airflow_provider_pathways.status import PathwaysJobStatus
-
-
-class WaitUntil(str, Enum):
-    """How long an operator or trigger follows a job."""
-
-    CREATED = "created"
-    READY = "ready"
-    FINISHED = "finished"
-
-
-def validate_wait_arguments(*, name: str, wait_until: str, min_slices: int | None, kind: str) -> None:
-    """Raise ValueError naming the argument when a wait is ill-defined."""
-    if not name:
-        raise ValueError("name: the job name is empty; pass the name of the PathwaysJob to follow")
-    if wait_until not in {w.value for w in WaitUntil}:
-        raise ValueError(f"wait_until: {wait_until!r} is not one of 'created', 'ready', 'finished'")
-    if min_slices is not None and (not isinstance(min_slices, int) or min_slices < 1):
-        raise ValueError(f"min_slices: {min_slices!r} must be an integer >= 1")
-    if kind not in {k.value for k in JobKind}:
-        raise ValueError(f"kind: {kind!r} must be 'PathwaysJob' or 'JobSet'")
 
 
 # While a job is queued, repeat its progress line this often (the watch is silent meanwhile).

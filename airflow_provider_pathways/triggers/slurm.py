@@ -5,22 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_pathways.cluster_env import (
+from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
-    Readiness,
-    count_running,
-    evaluate_cluster_env,
-    parse_cluster_env,
-    worker_array_id,
 )
+from airflow_provider_pathways.slurm.service import check_pathways_service, service_worker_arrays
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     OutageTooLong,
@@ -31,7 +26,6 @@ from airflow_provider_pathways.transient import (
 
 if TYPE_CHECKING:
     from airflow_provider_pathways.hooks.slurm import SlurmHook
-    from airflow_provider_pathways.slurm_job import SlurmJob
 
 
 def _validate_common(job_id: Any, poll_interval: float) -> None:
@@ -39,90 +33,6 @@ def _validate_common(job_id: Any, poll_interval: float) -> None:
         raise ValueError(f"job_id: {job_id!r} must be a positive integer Slurm job id")
     if poll_interval <= 0:
         raise ValueError("poll_interval: must be > 0 seconds")
-
-
-@dataclass(frozen=True)
-class ServiceCheck:
-    """One look at the Pathways service job: the job, and readiness when it is alive."""
-
-    job: SlurmJob | None
-    readiness: Readiness
-
-    @property
-    def service_ended(self) -> bool:
-        return self.job is None or self.job.terminal
-
-
-async def check_pathways_service(
-    hook: SlurmHook,
-    service_job_id: int,
-    *,
-    cluster_env_path: str = DEFAULT_CLUSTER_ENV_PATH,
-    proxy_keys: Sequence[str] = DEFAULT_PROXY_KEYS,
-    min_slices: int | None = None,
-    worker_array_job_id: int | None = None,
-    worker_array_key: str = DEFAULT_WORKER_ARRAY_KEY,
-    service_job_key: str = DEFAULT_SERVICE_JOB_KEY,
-) -> ServiceCheck:
-    """Service job state, ``cluster.env`` freshness and content, and RUNNING slices (one call each)."""
-    job = await hook.a_get_job(service_job_id)
-    if job is None or job.terminal:
-        return ServiceCheck(job, Readiness(False, "the service job is not running"))
-    stat = await hook.a_stat_file(cluster_env_path)
-    text = await hook.a_read_file(cluster_env_path) if stat is not None else None
-    readiness = evaluate_cluster_env(
-        service_job_id=service_job_id,
-        service_started=job.start_time,
-        stat=stat,
-        text=text,
-        proxy_keys=proxy_keys,
-        service_job_key=service_job_key,
-    )
-    array_id = worker_array_job_id or worker_array_id(readiness.values, worker_array_key)
-    if not readiness.ready:
-        return ServiceCheck(job, readiness)
-    readiness = replace(readiness, worker_array_job_id=array_id)
-    if min_slices and array_id is None:
-        readiness = replace(
-            readiness,
-            ready=False,
-            reason="cannot count slices: no worker_array_job_id given and no "
-            f"{worker_array_key} in cluster.env",
-        )
-    elif min_slices and array_id is not None:
-        running = count_running(await hook.a_get_array_tasks(array_id))
-        readiness = replace(
-            readiness,
-            ready=running >= min_slices,
-            reason=f"{running} slices running, need {min_slices}",
-            running_slices=running,
-        )
-    return ServiceCheck(job, readiness)
-
-
-async def service_worker_arrays(
-    hook: SlurmHook,
-    service_job_ids: Sequence[int],
-    *,
-    cluster_env_path: str | None = DEFAULT_CLUSTER_ENV_PATH,
-    worker_array_job_id: int | None = None,
-    worker_array_key: str = DEFAULT_WORKER_ARRAY_KEY,
-    service_job_key: str = DEFAULT_SERVICE_JOB_KEY,
-) -> list[int]:
-    """The worker arrays of these service jobs: the given id, else the one ``cluster.env`` names
-    when that file belongs to one of them."""
-    if worker_array_job_id:
-        return [worker_array_job_id]
-    if not cluster_env_path:
-        return []
-    text = await hook.a_read_file(cluster_env_path)
-    if not text:
-        return []
-    values = parse_cluster_env(text)
-    if values.get(service_job_key, "").strip() not in {str(i) for i in service_job_ids}:
-        return []
-    array = worker_array_id(values, worker_array_key)
-    return [array] if array else []
 
 
 class _SlurmPollingTrigger(BaseTrigger):
@@ -251,7 +161,7 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
         )
 
     async def _poll(self, hook: SlurmHook) -> dict[str, Any] | None:
-        from airflow_provider_pathways.slurm_job import SlurmJobLost
+        from airflow_provider_pathways.slurm.errors import SlurmJobLost
 
         try:
             job = await hook.a_get_job(self.job_id, required=True)

@@ -12,9 +12,9 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG
 
+from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
 from airflow_provider_pathways.retry import PathwaysRetryPolicy
-from airflow_provider_pathways.spec import PathwaysJobSpec
 
 CONN = "gke_sandbox"
 KNOB = "sandbox.pathways.dev/"

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiException
 
+from airflow_provider_pathways.gke.resources import PATHWAYS_JOB
+from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-from airflow_provider_pathways.resources import PATHWAYS_JOB
-from airflow_provider_pathways.status import Phase
 from airflow_provider_pathways.transient import OutageTooLong
 from tests.gke import CONN, new_spec
 

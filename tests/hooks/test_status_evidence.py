@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from airflow_provider_pathways.failures import FailureClass
+from airflow_provider_pathways.gke.resources import JobKind, kueue_workload_name
+from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook, StatusOptions
-from airflow_provider_pathways.resources import JobKind, kueue_workload_name
-from airflow_provider_pathways.status import Phase
 from tests.gke import CONN, KNOB, new_spec, wait_for
 
 pytestmark = pytest.mark.usefixtures("kube")
@@ -175,7 +175,7 @@ def _pathways_job(name: str, topology: str = "4x4") -> dict[str, Any]:
 def test_create_failure_carries_a_warning_events_words() -> None:
     """pathwaysjob_controller.go gives terminalState Failed only; a Warning event (e.g. from a
     controller that records one) supplies the reason."""
-    from airflow_provider_pathways.status import summarize
+    from airflow_provider_pathways.gke.status import summarize
 
     event = {
         "type": "Warning",
@@ -207,7 +207,7 @@ def _jobset(suspend: bool, conditions: list[dict[str, str]], labels: dict[str, s
 
 def test_suspension_is_read_from_the_spec_and_kueue_from_the_label() -> None:
     """jobset_controller.go resumeJobsIfNecessary keeps Suspended True until every job started."""
-    from airflow_provider_pathways.status import summarize
+    from airflow_provider_pathways.gke.status import summarize
 
     suspended = [{"type": "Suspended", "status": "True", "reason": "SuspendedJobs"}]
     resuming = summarize(

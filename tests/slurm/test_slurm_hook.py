@@ -18,14 +18,9 @@ import pytest
 
 from airflow_provider_pathways.failures import FailureClass
 from airflow_provider_pathways.hooks.slurm import SlurmHook
-from airflow_provider_pathways.slurm_job import (
-    JobOutcome,
-    SlurmAuthError,
-    SlurmConnectionError,
-    SlurmHostKeyError,
-    SlurmJob,
-    job_outcome,
-)
+from airflow_provider_pathways.slurm.errors import SlurmAuthError, SlurmConnectionError, SlurmHostKeyError
+from airflow_provider_pathways.slurm.job import SlurmJob
+from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 from tests.slurm.conftest import CONN_IDS, Sandbox, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -552,7 +547,7 @@ def test_connection_settings_are_validated(connections: Any, sandbox: Sandbox) -
 def test_rest_every_served_api_version(sandbox: Sandbox, jobs: list[int], connections: Any) -> None:
     """Each API version this slurmrestd serves (from its data_parser plugins: 22.05 v0.0.38, 24.11
     v0.0.40-v0.0.42, 26.05 v0.0.42-v0.0.45), pinned in the connection, with the token from a file."""
-    from airflow_provider_pathways.slurm_job import SUPPORTED_API_VERSIONS
+    from airflow_provider_pathways.slurm.api_versions import SUPPORTED_API_VERSIONS
 
     served = sandbox.settings["SLURM_SANDBOX_REST_API_VERSIONS"].split(",")
     pinned = [v for v in served if v in SUPPORTED_API_VERSIONS]

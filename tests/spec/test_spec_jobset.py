@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_provider_pathways.spec import (
+from airflow_provider_pathways.gke.spec import (
     ControllerSpec,
     CustomComponent,
     PathwaysJobSpec,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_pathways.spec import PathwaysJobSpec, PathwaysSpecError
-from airflow_provider_pathways.spec.yaml_io import MAX_YAML_BYTES
+from airflow_provider_pathways.gke.spec import PathwaysJobSpec, PathwaysSpecError
+from airflow_provider_pathways.gke.spec.yaml_io import MAX_YAML_BYTES
 
 MAIN = {"name": "main", "image": "python:3.12"}
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_pathways.spec import (
+from airflow_provider_pathways.gke.spec import (
     COMPONENT_TYPES,
     ControllerSpec,
     CustomComponent,

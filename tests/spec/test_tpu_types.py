@@ -6,7 +6,7 @@ from importlib import resources
 
 import pytest
 
-from airflow_provider_pathways import tpu
+from airflow_provider_pathways.gke import tpu
 
 
 def test_bundled_table_keeps_its_source_line() -> None:

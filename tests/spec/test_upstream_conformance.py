@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_pathways import tpu
-from airflow_provider_pathways.naming import default_job_name
-from airflow_provider_pathways.spec import PathwaysJobSpec, WorkerSpec
-from airflow_provider_pathways.spec.validation import machine_problems
+from airflow_provider_pathways.gke import tpu
+from airflow_provider_pathways.gke.naming import default_job_name
+from airflow_provider_pathways.gke.spec import PathwaysJobSpec, WorkerSpec
+from airflow_provider_pathways.gke.spec.validation import machine_problems
 
 UPSTREAM = Path(__file__).resolve().parents[1] / "data" / "upstream"
 CRD_MACHINE_TYPES = (  # pathwaysjob_types.go: +kubebuilder:validation:Enum of MachineType

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_pathways.gke.resources import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-from airflow_provider_pathways.resources import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 from tests.gke import CONN, new_spec
 

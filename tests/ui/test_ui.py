@@ -252,7 +252,7 @@ def test_slurm_rest_connection_saved_through_the_form(
     local_files: bool,
 ) -> None:
     from airflow_provider_pathways.hooks.slurm import SlurmHook
-    from airflow_provider_pathways.slurm_job import SlurmError
+    from airflow_provider_pathways.slurm.errors import SlurmError
 
     conn_id = f"ui_slurm_rest_{len(clicks)}"
     dialog = new_connection(page, airflow_ui, conn_id, "Pathways on Slurm")

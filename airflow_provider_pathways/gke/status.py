@@ -28,8 +28,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from airflow_provider_pathways import naming, tpu
-from airflow_provider_pathways.failures import FailureClass
+from airflow_provider_pathways.failure_class import FailureClass
+from airflow_provider_pathways.gke import naming, tpu
 
 HEAD_REPLICATED_JOB = "pathways-head"
 WORKER_REPLICATED_JOB = "worker"

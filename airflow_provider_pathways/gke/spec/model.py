@@ -18,16 +18,16 @@ from typing import Any, ClassVar, TypeVar
 
 import yaml
 
-from airflow_provider_pathways import tpu
-from airflow_provider_pathways.spec import validation, yaml_io
-from airflow_provider_pathways.spec.constants import (
+from airflow_provider_pathways.gke import tpu
+from airflow_provider_pathways.gke.spec import validation, yaml_io
+from airflow_provider_pathways.gke.spec.constants import (
     API_VERSION,
     HEAD_REPLICATED_JOB,
     KIND,
     PROXY_PORT,
     WORKER_REPLICATED_JOB,
 )
-from airflow_provider_pathways.spec.problems import PathwaysSpecError, SpecProblem
+from airflow_provider_pathways.gke.spec.problems import PathwaysSpecError, SpecProblem
 
 __all__ = [
     "ControllerSpec",
@@ -447,7 +447,7 @@ class PathwaysJobSpec:
         Raises PathwaysSpecError if the name, machine type, topology or slice count needed to derive
         it are missing or invalid; other values are rendered as they are (use ``validate()``).
         """
-        from airflow_provider_pathways.spec.jobset import render_jobset
+        from airflow_provider_pathways.gke.spec.jobset import render_jobset
 
         return render_jobset(self)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_pathways.spec import validation
-from airflow_provider_pathways.spec.constants import (
+from airflow_provider_pathways.gke.spec import validation
+from airflow_provider_pathways.gke.spec.constants import (
     HEAD_REPLICATED_JOB,
     JOBSET_API_VERSION,
     PROXY_CONTAINER,
@@ -20,10 +20,10 @@ from airflow_provider_pathways.spec.constants import (
     WORKER_PORT,
     WORKER_REPLICATED_JOB,
 )
-from airflow_provider_pathways.spec.problems import PathwaysSpecError
+from airflow_provider_pathways.gke.spec.problems import PathwaysSpecError
 
 if TYPE_CHECKING:
-    from airflow_provider_pathways.spec.model import PathwaysJobSpec
+    from airflow_provider_pathways.gke.spec.model import PathwaysJobSpec
 
 __all__ = ["render_jobset"]
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_pathways import naming, tpu
-from airflow_provider_pathways.spec import k8s
-from airflow_provider_pathways.spec.constants import (
+from airflow_provider_pathways.gke import naming, tpu
+from airflow_provider_pathways.gke.spec import k8s
+from airflow_provider_pathways.gke.spec.constants import (
     COMPONENT_TYPES,
     DEPLOYMENT_MODES,
     HEAD_REPLICATED_JOB,
@@ -34,10 +34,10 @@ from airflow_provider_pathways.spec.constants import (
     RM_CONTAINER,
     WORKER_REPLICATED_JOB,
 )
-from airflow_provider_pathways.spec.problems import SpecProblem
+from airflow_provider_pathways.gke.spec.problems import SpecProblem
 
 if TYPE_CHECKING:
-    from airflow_provider_pathways.spec.model import ControllerSpec, PathwaysJobSpec, WorkerSpec
+    from airflow_provider_pathways.gke.spec.model import ControllerSpec, PathwaysJobSpec, WorkerSpec
 
 __all__ = [
     "KINDS",
@@ -72,7 +72,7 @@ def spec_problems(spec: PathwaysJobSpec, kind: str = PATHWAYSJOB) -> list[SpecPr
     A semantic problem about a field that already has a structural problem replaces it (its
     message is more specific); one about a field inside a structurally broken value is dropped.
     """
-    from airflow_provider_pathways.spec.schema import structural_problems
+    from airflow_provider_pathways.gke.spec.schema import structural_problems
 
     _check_kind(kind)
     structural = structural_problems(spec.to_pathwaysjob())
@@ -387,8 +387,8 @@ def _num_slices_problem(num_slices: object) -> SpecProblem | None:
 
 def derivation_problems(spec: PathwaysJobSpec) -> list[SpecProblem]:
     """Problems that stop the JobSet from being rendered (name, slice shape, slice count, types)."""
-    from airflow_provider_pathways.spec.problems import PathwaysSpecError
-    from airflow_provider_pathways.spec.schema import structural_problems
+    from airflow_provider_pathways.gke.spec.problems import PathwaysSpecError
+    from airflow_provider_pathways.gke.spec.schema import structural_problems
 
     out: list[SpecProblem] = []
     if not isinstance(spec.name, str) or not spec.name:

@@ -1,0 +1,61 @@
+"""Errors of talking to a Slurm cluster, by cause."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+
+class SlurmError(RuntimeError):
+    """Something went wrong talking to Slurm. Messages never contain tokens, keys or passwords."""
+
+
+class SlurmConnectionError(SlurmError):
+    """The cluster (slurmrestd or sshd) could not be reached or the SSH session failed."""
+
+
+class SlurmHostKeyError(SlurmConnectionError):
+    """The SSH server's host key is unknown or does not match known_hosts."""
+
+
+class SlurmAuthError(SlurmError):
+    """slurmrestd or sshd refused the credentials."""
+
+
+class SlurmApiError(SlurmError):
+    """slurmrestd answered with an error."""
+
+    def __init__(self, message: str, *, status: int | None = None, errors: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.errors = list(errors)
+
+
+class SlurmCommandError(SlurmError):
+    """A Slurm command run over SSH failed."""
+
+    def __init__(self, message: str, *, exit_status: int | None = None, stderr: str = "") -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+        self.stderr = stderr
+
+
+class SlurmJobLost(SlurmError):
+    """A job this caller submitted is gone: slurmctld no longer knows it (MinJobAge after its end,
+    300 s by default) and the cluster keeps no accounting, or accounting has no record of it. Its
+    end is unknown; callers treat it as an infrastructure failure, never as success."""
+
+    failure_class = "infrastructure"
+
+    def __init__(self, job_id: int, *, accounting: bool) -> None:
+        where = (
+            "and accounting (slurmdbd) has no record of it"
+            if accounting
+            else "and the cluster keeps no accounting"
+        )
+        super().__init__(f"job {job_id} is no longer known to slurmctld {where}; its end is unknown")
+        self.job_id = job_id
+        self.accounting = accounting

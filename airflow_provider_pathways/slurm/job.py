@@ -1,0 +1,115 @@
+"""One Slurm job (or array task) as the cluster reports it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+from airflow_provider_pathways.slurm.states import REQUEUE_FLAGS, TERMINAL_STATES
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """One Slurm job (or one array task) as the cluster reports it.
+
+    ``exit_code``/``exit_signal`` are only set for ended jobs, ``start_time`` only once the job
+    started (not Slurm's expected start of a pending job) and ``end_time`` only for ended jobs.
+    Tasks of an array that Slurm has not started yet share the array's record: their ``job_id`` is
+    that record's id until they get their own.
+    """
+
+    job_id: int
+    name: str
+    state: str
+    flags: frozenset[str] = frozenset()
+    reason: str | None = None
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    restarts: int = 0
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    node_list: str | None = None
+    start_time: datetime | None = None
+    submit_time: datetime | None = None
+    end_time: datetime | None = None
+    comment: str | None = None
+    std_out: str | None = None
+    work_dir: str | None = None
+    partition: str | None = None
+    #: Who reported the job: ``slurmctld`` (it still knows the job) or ``accounting`` (slurmdbd,
+    #: after slurmctld forgot the finished job, MinJobAge later).
+    source: str = "slurmctld"
+
+    @property
+    def terminal(self) -> bool:
+        """The job ended and will not run again."""
+        return self.state in TERMINAL_STATES
+
+    @property
+    def active(self) -> bool:
+        """The job is queued, running or finishing."""
+        return not self.terminal
+
+    @property
+    def requeued(self) -> bool:
+        """The job was put back into the queue (preemption, node failure, ``scontrol requeue``)
+        and has not started again yet."""
+        if self.terminal:
+            return False
+        return bool(self.flags & REQUEUE_FLAGS) or (self.state == "PENDING" and self.restarts > 0)
+
+    @property
+    def display_id(self) -> str:
+        """``12_3`` for an array task, else ``12``."""
+        if self.array_job_id is not None and self.array_task_id is not None:
+            return f"{self.array_job_id}_{self.array_task_id}"
+        return str(self.job_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (datetimes as ISO 8601 strings, flags as a sorted list)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, datetime):
+                value = value.isoformat()
+            elif isinstance(value, frozenset):
+                value = sorted(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SlurmJob:
+        """Inverse of :meth:`to_dict`; unknown keys are ignored."""
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {k: v for k, v in data.items() if k in known}
+        for key in ("start_time", "submit_time", "end_time"):
+            if isinstance(values.get(key), str):
+                values[key] = datetime.fromisoformat(values[key])
+        values["flags"] = frozenset(values.get("flags") or ())
+        return cls(**values)
+
+
+def expand_task_ids(task_string: str) -> list[int]:
+    """Task ids of an array expression such as ``0-7``, ``1,3,5-9:2`` or ``2-3%2``."""
+    spec = task_string.split("%", 1)[0].strip()
+    ids: list[int] = []
+    if not spec:
+        return ids
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        step = 1
+        if ":" in part:
+            part, step_text = part.split(":", 1)
+            step = int(step_text)
+        if "-" in part:
+            first, last = (int(x) for x in part.split("-", 1))
+            ids.extend(range(first, last + 1, max(step, 1)))
+        else:
+            ids.append(int(part))
+    return ids
