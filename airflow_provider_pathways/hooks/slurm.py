@@ -13,366 +13,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from airflow.sdk import BaseHook
 
+from airflow_provider_pathways.hooks.slurm_loop import (
+    REST_TRANSPORTS,
+    LoopThread,
+    TransportPool,
+    shutdown_loop,
+)
 from airflow_provider_pathways.slurm.accounting import latest_attempts
 from airflow_provider_pathways.slurm.errors import (
-    SlurmApiError,
-    SlurmAuthError,
-    SlurmCommandError,
-    SlurmConnectionError,
     SlurmError,
-    SlurmHostKeyError,
     SlurmJobLost,
 )
 from airflow_provider_pathways.slurm.job import SlurmJob, expand_task_ids
+from airflow_provider_pathways.slurm.settings import SlurmSettings
 from airflow_provider_pathways.slurm.submit import SubmitRequest
-from airflow_provider_pathways.transient import TRANSIENT_HTTP_STATUSES, CallRetry
-
-if TYPE_CHECKING:
-    from airflow.sdk.definitions.connection import Connection
+from airflow_provider_pathways.slurm.transient import is_transient
+from airflow_provider_pathways.slurm.transport import FileAccess, SlurmTransport, expand_user
+from airflow_provider_pathways.transient import CallRetry
 
 T = TypeVar("T")
-
-DEFAULT_REST_PORT = 6820
-DEFAULT_SSH_PORT = 22
-
-# What Slurm's clients print when slurmctld is down or restarting (``slurm_strerror`` texts).
-_CONTROLLER_UNREACHABLE = (
-    "unable to contact slurm controller",
-    "socket timed out",
-    "zero bytes were transmitted",
-    "connection refused",
-)
-
-
-def is_transient(err: BaseException) -> bool:
-    """A Slurm error worth retrying: slurmrestd or sshd unreachable, HTTP 429/502/503/504, or
-    slurmctld down behind them; never a refused credential, host key or request."""
-    if isinstance(err, (SlurmHostKeyError, SlurmAuthError)):
-        return False
-    if isinstance(err, SlurmConnectionError):
-        return True
-    text = str(err).lower()
-    if isinstance(err, SlurmApiError):
-        if err.status in TRANSIENT_HTTP_STATUSES - {500}:
-            return True
-        return any(words in text for words in _CONTROLLER_UNREACHABLE)
-    if isinstance(err, SlurmCommandError):
-        detail = f"{text} {err.stderr}".lower()
-        return any(words in detail for words in _CONTROLLER_UNREACHABLE)
-    return False
-
-
-# ---------------------------------------------------------------------------------------------
-# Connection settings
-# ---------------------------------------------------------------------------------------------
-
-
-def _bool(value: Any, default: bool, name: str) -> bool:
-    if value is None or value == "":
-        return default
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise ValueError(f"extra {name!r} must be true or false, got {value!r}")
-
-
-@dataclass(frozen=True)
-class SlurmSettings:
-    """What the hook needs from the Airflow connection (secrets are kept out of ``repr``)."""
-
-    conn_id: str
-    transport: str
-    host: str
-    port: int
-    login: str
-    password: str | None = dataclasses.field(default=None, repr=False)
-    # REST
-    api_version: str = "auto"
-    scheme: str = "http"
-    verify_ssl: bool = True
-    token_file: str | None = None
-    shared_fs: bool = True
-    # SSH (the SSH transport, or file access for REST through ssh_host)
-    ssh_host: str | None = None
-    ssh_port: int = DEFAULT_SSH_PORT
-    private_key: str | None = dataclasses.field(default=None, repr=False)
-    private_key_passphrase: str | None = dataclasses.field(default=None, repr=False)
-    key_file: str | None = None
-    known_hosts: str | None = None
-    strict_host_key_checking: bool = True
-    slurm_bin_dir: str | None = None
-    connect_timeout: float = 15.0
-    command_timeout: float = 120.0
-    request_timeout: float = 60.0
-
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        """Secret strings of this connection (to check messages against)."""
-        return tuple(s for s in (self.password, self.private_key, self.private_key_passphrase) if s)
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @classmethod
-    def from_connection(cls, conn: Connection) -> SlurmSettings:
-        """Validate and read the connection; errors name the connection and the field."""
-        conn_id = conn.conn_id or "?"
-        raw_extra: Mapping[str, Any] = conn.extra_dejson or {}
-        # Form fields may arrive prefixed (extra__pathways_slurm__<name>); a bare key wins.
-        prefix = "extra__pathways_slurm__"
-        extra = {k.removeprefix(prefix): v for k, v in raw_extra.items() if k.startswith(prefix)}
-        extra.update({k: v for k, v in raw_extra.items() if not k.startswith(prefix)})
-
-        def fail(message: str) -> ValueError:
-            return ValueError(f"Slurm connection {conn_id!r}: {message}")
-
-        transport = str(extra.get("transport") or "").strip().lower()
-        if transport not in ("rest", "ssh"):
-            raise fail("extra 'transport' must be 'rest' or 'ssh'")
-        host = (conn.host or "").strip()
-        scheme = str(extra.get("scheme") or "").strip().lower() or None
-        host_scheme = None
-        if "://" in host:
-            host_scheme, _, host = host.partition("://")
-            host_scheme = host_scheme.lower()
-            host = host.rstrip("/")
-            if host_scheme not in ("http", "https"):
-                raise fail("host must start with http:// or https:// when it names a scheme")
-        if not host:
-            raise fail("host is required")
-        if scheme not in (None, "http", "https"):
-            raise fail("extra 'scheme' must be 'http' or 'https'")
-        login = (conn.login or "").strip()
-        if not login:
-            raise fail("login (the cluster user) is required")
-        default_port = DEFAULT_REST_PORT if transport == "rest" else DEFAULT_SSH_PORT
-        try:
-            port = int(conn.port or extra.get("port") or default_port)
-            ssh_port = int(extra.get("ssh_port") or (port if transport == "ssh" else DEFAULT_SSH_PORT))
-            connect_timeout = float(extra.get("connect_timeout") or 15.0)
-            command_timeout = float(extra.get("command_timeout") or 120.0)
-            request_timeout = float(extra.get("request_timeout") or 60.0)
-        except (TypeError, ValueError) as err:
-            raise fail(f"port and timeouts must be numbers ({err})") from None
-        api_version = str(extra.get("api_version") or "auto").strip()
-        if api_version != "auto":
-            from airflow_provider_pathways.slurm.api_versions import (
-                SUPPORTED_API_RANGE,
-                SUPPORTED_API_VERSIONS,
-            )
-
-            if api_version not in SUPPORTED_API_VERSIONS:
-                raise fail(
-                    f"extra 'api_version' must be 'auto' or one of {SUPPORTED_API_RANGE}, got {api_version!r}"
-                )
-        # TLS is never lost: https from the host's prefix or from the extra wins over http from the
-        # other; with neither, port 443 means https.
-        if "https" in (host_scheme, scheme):
-            scheme = "https"
-        scheme = scheme or host_scheme or ("https" if port == 443 else "http")
-        ssh_host = (str(extra.get("ssh_host") or "").strip() or None) if transport == "rest" else host
-        # REST files: an ssh_host is the file access when set; else this machine's filesystem unless
-        # shared_fs is false (the UI's switch shows the same default: on).
-        shared_fs = transport == "rest" and _bool(extra.get("shared_fs"), True, "shared_fs") and not ssh_host
-        token_file = str(extra.get("token_file") or "").strip() or None
-        password = conn.password or None
-        if transport == "rest" and password:
-            # ``scontrol token`` prints ``SLURM_JWT=<token>``: the line as printed is accepted.
-            password = password.strip().removeprefix("SLURM_JWT=").strip() or None
-        if transport == "rest" and not password and not token_file:
-            raise fail("REST needs the JWT in password or a token_file extra")
-        private_key = extra.get("private_key") or None
-        key_file = str(extra.get("key_file") or "").strip() or None
-        if private_key and key_file:
-            raise fail("give private_key or key_file, not both")
-        return cls(
-            conn_id=conn_id,
-            transport=transport,
-            host=host,
-            port=port,
-            login=login,
-            password=password,
-            api_version=api_version,
-            scheme=scheme,
-            verify_ssl=_bool(extra.get("verify_ssl"), True, "verify_ssl"),
-            token_file=token_file,
-            shared_fs=shared_fs,
-            ssh_host=ssh_host,
-            ssh_port=ssh_port if transport == "rest" else port,
-            private_key=private_key,
-            private_key_passphrase=extra.get("private_key_passphrase") or None,
-            key_file=key_file,
-            known_hosts=extra.get("known_hosts") or None,
-            strict_host_key_checking=_bool(
-                extra.get("strict_host_key_checking"), True, "strict_host_key_checking"
-            ),
-            slurm_bin_dir=str(extra.get("slurm_bin_dir") or "").strip() or None,
-            connect_timeout=connect_timeout,
-            command_timeout=command_timeout,
-            request_timeout=request_timeout,
-        )
-
-
-# ---------------------------------------------------------------------------------------------
-# Transport interface
-# ---------------------------------------------------------------------------------------------
-
-
-class FileAccess(Protocol):
-    """Reading files of the cluster: this machine's filesystem (shared FS) or SFTP."""
-
-    description: str
-
-    async def home(self) -> str | None: ...
-
-    async def read(self, path: str, tail_bytes: int | None) -> bytes | None: ...
-
-    async def stat(self, path: str) -> tuple[float, int] | None: ...
-
-    async def close(self) -> None: ...
-
-
-class SlurmTransport(Protocol):
-    """One way of talking to Slurm. Paths given to it are already ``~``-expanded."""
-
-    @property
-    def files(self) -> FileAccess | None:
-        """How this transport reads the cluster's files (None: it cannot)."""
-        ...
-
-    async def submit(self, request: SubmitRequest) -> int: ...
-
-    async def jobs(self, job_id: int) -> list[SlurmJob]:
-        """Every record Slurm has under that id (all tasks of an array); empty when unknown."""
-        ...
-
-    async def cancel(self, job_id: int) -> None: ...
-
-    async def accounting_jobs(self, job_id: int) -> list[SlurmJob] | None:
-        """Every accounting record (slurmdbd) under that id, one per attempt of a requeued job;
-        None when the cluster keeps no accounting."""
-        ...
-
-    async def max_array_size(self) -> int | None:
-        """The cluster's ``MaxArraySize``, or None when this transport cannot read it."""
-        ...
-
-    async def describe(self) -> str:
-        """Check the connection and say what answered."""
-        ...
-
-    async def close(self) -> None: ...
-
-
-def expand_user(path: str, home: str | None, login: str) -> str:
-    """Expand ``~``, ``~/...`` and ``~<login>/...`` to the cluster user's home."""
-    if not path.startswith("~"):
-        return path
-    head, sep, rest = path.partition("/")
-    if head not in ("~", f"~{login}"):
-        raise ValueError(f"cannot expand {head!r} in {path!r}: only the cluster user's home ('~') is known")
-    if not home:
-        raise SlurmError(f"cannot expand '~' in {path!r}: the cluster user's home directory is unknown")
-    return home.rstrip("/") + (("/" + rest) if sep and rest else "")
-
-
-# ---------------------------------------------------------------------------------------------
-# Private event loop for the sync methods
-# ---------------------------------------------------------------------------------------------
-
-
-class _LoopThread:
-    """An event loop on a daemon thread; sync callers submit coroutines to it and wait."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        with self._lock:
-            if self._loop is None or self._thread is None or not self._thread.is_alive():
-                self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(
-                    target=self._loop.run_forever, name="slurm-hook-loop", daemon=True
-                )
-                self._thread.start()
-            loop = self._loop
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise RuntimeError("SlurmHook sync method called from its own event loop thread")
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
-
-    def owns(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """True if ``loop`` is this runner's (running) loop."""
-        return loop is self._loop and self._thread is not None and self._thread.is_alive()
-
-    def stop(self) -> None:
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is not None and thread is not None and thread.is_alive():
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=10)
-            if not thread.is_alive():
-                loop.close()
-
-
-def _shutdown(runner: _LoopThread, holder: dict[str, Any]) -> None:
-    transport = holder.pop("transport", None)
-    if transport is not None:
-        with contextlib.suppress(Exception):  # best effort at garbage collection / exit
-            runner.run(transport.close())
-    runner.stop()
-
-
-class _TransportPool:
-    """The REST transports of one event loop, one per connection id, counted by the hooks using
-    them (a triggerer runs hundreds of Slurm triggers on one connection)."""
-
-    def __init__(self) -> None:
-        self.transports: dict[str, list[Any]] = {}
-
-    def acquire(self, conn_id: str, make: Callable[[], SlurmTransport]) -> SlurmTransport:
-        entry = self.transports.get(conn_id)
-        if entry is None:
-            entry = self.transports[conn_id] = [make(), 0]
-        entry[1] += 1
-        return entry[0]
-
-    def release(self, conn_id: str, transport: SlurmTransport) -> bool:
-        """Give a shared transport back; True if it was shared and others still use it."""
-        entry = self.transports.get(conn_id)
-        if entry is None or entry[0] is not transport:
-            return False
-        entry[1] -= 1
-        if entry[1] > 0:
-            return True
-        del self.transports[conn_id]
-        return False
-
-
-_REST_TRANSPORTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _TransportPool] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-# ---------------------------------------------------------------------------------------------
-# The hook
-# ---------------------------------------------------------------------------------------------
 
 
 class SlurmHook(BaseHook):
@@ -412,13 +77,13 @@ class SlurmHook(BaseHook):
         super().__init__()
         self.slurm_conn_id = slurm_conn_id
         self._settings: SlurmSettings | None = None
-        self._runner = _LoopThread()
+        self._runner = LoopThread()
         self._sync_holder: dict[str, Any] = {}
         self._async_transport: tuple[asyncio.AbstractEventLoop, SlurmTransport] | None = None
         self._array_size_cache: weakref.WeakKeyDictionary[SlurmTransport, int | None] = (
             weakref.WeakKeyDictionary()
         )
-        self._finalizer = weakref.finalize(self, _shutdown, self._runner, self._sync_holder)
+        self._finalizer = weakref.finalize(self, shutdown_loop, self._runner, self._sync_holder)
 
     # ---- settings and transports ----------------------------------------------------------
 
@@ -483,7 +148,7 @@ class SlurmHook(BaseHook):
         if self._async_transport is not None and self._async_transport[0] is loop:
             return self._async_transport[1]  # another coroutine made it while we awaited
         if settings.transport == "rest":  # one HTTP session per connection and loop for all hooks
-            pool = _REST_TRANSPORTS.setdefault(loop, _TransportPool())
+            pool = REST_TRANSPORTS.setdefault(loop, TransportPool())
             transport = pool.acquire(self.slurm_conn_id, lambda: self._make_transport(settings))
         else:  # an SSH server caps sessions per connection (MaxSessions): one connection per hook
             transport = self._make_transport(settings)
@@ -747,7 +412,7 @@ class SlurmHook(BaseHook):
         loop = asyncio.get_running_loop()
         if pooled is None or pooled[0] is not loop:
             return
-        pool = _REST_TRANSPORTS.get(loop)
+        pool = REST_TRANSPORTS.get(loop)
         if pool is not None and pool.release(self.slurm_conn_id, pooled[1]):
             return
         await pooled[1].close()
@@ -760,12 +425,3 @@ class SlurmHook(BaseHook):
         for secret in settings.secrets if settings else ():
             message = message.replace(secret, "***")
         return message
-
-
-__all__ = [
-    "FileAccess",
-    "SlurmHook",
-    "SlurmSettings",
-    "SlurmTransport",
-    "expand_user",
-]

@@ -37,7 +37,8 @@ from airflow_provider_pathways.slurm.rest_submit import rest_submit_body
 from airflow_provider_pathways.slurm.submit import SubmitRequest, path_wrapper_script
 
 if TYPE_CHECKING:
-    from airflow_provider_pathways.hooks.slurm import FileAccess, SlurmSettings
+    from airflow_provider_pathways.slurm.settings import SlurmSettings
+    from airflow_provider_pathways.slurm.transport import FileAccess
 
 log = logging.getLogger(__name__)
 

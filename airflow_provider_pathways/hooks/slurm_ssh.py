@@ -27,7 +27,7 @@ from airflow_provider_pathways.slurm.scontrol import jobs_from_scontrol
 from airflow_provider_pathways.slurm.submit import SubmitRequest
 
 if TYPE_CHECKING:
-    from airflow_provider_pathways.hooks.slurm import SlurmSettings
+    from airflow_provider_pathways.slurm.settings import SlurmSettings
 
 # asyncssh logs every channel at INFO (commands included); keep task logs readable unless the
 # deployment configured that logger itself.

@@ -207,7 +207,7 @@ class _SlurmJobMixin(ReattachingJobOperator):
         deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
             self.defer(trigger=self.trigger(deadline), method_name="execute_complete")
-        from airflow_provider_pathways.hooks.slurm import is_transient
+        from airflow_provider_pathways.slurm.transient import is_transient
 
         observed = self.poll(
             context,

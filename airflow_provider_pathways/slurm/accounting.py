@@ -6,10 +6,8 @@ import dataclasses
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    pass
 from airflow_provider_pathways.slurm.directives import expand_output_pattern
 from airflow_provider_pathways.slurm.fields import (
     build_job,

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
-
+from typing import Any
 
 _OUTPUT_PATTERN = re.compile(r"%(\d*)([%AajJNnstuxb])")
 

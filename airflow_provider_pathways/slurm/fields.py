@@ -6,10 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    pass
 from airflow_provider_pathways.slurm.job import SlurmJob
 from airflow_provider_pathways.slurm.states import TERMINAL_STATES, normalize_state
 

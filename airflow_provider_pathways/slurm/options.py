@@ -8,10 +8,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    pass
 from airflow_provider_pathways.slurm.api_versions import api_version_number
 
 _A = re.ASCII

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    pass
 from airflow_provider_pathways.slurm.directives import expand_output_pattern
 from airflow_provider_pathways.slurm.fields import (
     build_job,

@@ -5,10 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    pass
 from airflow_provider_pathways.slurm.fields import (
     build_job,
     field_number,

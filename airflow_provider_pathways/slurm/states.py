@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
-
 
 #: Base states after which a job never runs again.
 TERMINAL_STATES = frozenset(

@@ -7,10 +7,8 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    pass
 from airflow_provider_pathways.slurm.directives import DIRECTIVE_FIELDS
 from airflow_provider_pathways.slurm.options import MAPPED_OPTIONS, check_option, sbatch_option_args
 

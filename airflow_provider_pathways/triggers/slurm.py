@@ -65,7 +65,7 @@ class _SlurmPollingTrigger(BaseTrigger):
         raise NotImplementedError
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from airflow_provider_pathways.hooks.slurm import is_transient
+        from airflow_provider_pathways.slurm.transient import is_transient
 
         hook = self._hook()
         outage = OutageWindow(self.outage_tolerance, what=f"Slurm (connection {self.slurm_conn_id!r})")
