@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
     from pydantic import JsonValue
 
-    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook, StatusOptions
+    from airflow_provider_pathways.gke.job_objects import StatusOptions
+    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
 DELETE_EVENTS = frozenset({"success", "failure", "kill"})
 _ACTIVE_PHASES = frozenset({Phase.PENDING, Phase.QUEUED, Phase.STARTING, Phase.RUNNING, Phase.SUSPENDED})
@@ -203,7 +204,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
 
     @property
     def status_options(self) -> StatusOptions:
-        from airflow_provider_pathways.hooks.kubernetes import StatusOptions
+        from airflow_provider_pathways.gke.job_objects import StatusOptions
 
         return StatusOptions(
             kind=JobKind(self.kind),
@@ -443,7 +444,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
         return self.wait_until == WaitUntil.READY.value and status.ready_for(self.required_slices(self.spec))
 
     def _poll(self, context: Context, deadline: Deadline) -> PathwaysJobStatus:
-        from airflow_provider_pathways.hooks.kubernetes import is_transient
+        from airflow_provider_pathways.hooks.kubernetes_errors import is_transient
 
         need = self.required_slices(self.spec) if self.wait_until == WaitUntil.READY.value else None
         last: list[PathwaysJobStatus | None] = [None]

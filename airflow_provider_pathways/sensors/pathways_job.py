@@ -25,7 +25,8 @@ from airflow_provider_pathways.retry import PathwaysRetryPolicy
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
 
-    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook, StatusOptions
+    from airflow_provider_pathways.gke.job_objects import StatusOptions
+    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
 
 class PathwaysJobReadySensor(BaseSensorOperator):
@@ -88,7 +89,7 @@ class PathwaysJobReadySensor(BaseSensorOperator):
 
     @property
     def status_options(self) -> StatusOptions:
-        from airflow_provider_pathways.hooks.kubernetes import StatusOptions
+        from airflow_provider_pathways.gke.job_objects import StatusOptions
 
         return StatusOptions(
             kind=JobKind(self.kind),

@@ -148,7 +148,7 @@ class PathwaysJobTrigger(BaseTrigger):
 
     async def _wait(self) -> dict[str, Any]:
         """Follow the job until it is done; the event payload. The watch is closed before returning."""
-        from airflow_provider_pathways.hooks.kubernetes import StatusOptions
+        from airflow_provider_pathways.gke.job_objects import StatusOptions
 
         options = StatusOptions(
             kind=JobKind(self.kind),
