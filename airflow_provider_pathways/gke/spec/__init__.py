@@ -17,13 +17,9 @@ from airflow_provider_pathways.gke.spec.constants import (
     SERVER_IMAGE,
     WORKER_REPLICATED_JOB,
 )
-from airflow_provider_pathways.gke.spec.model import (
-    ControllerSpec,
-    CustomComponent,
-    PathwaysJobSpec,
-    WorkerSpec,
-)
+from airflow_provider_pathways.gke.spec.model import PathwaysJobSpec
 from airflow_provider_pathways.gke.spec.problems import PathwaysSpecError, SpecProblem
+from airflow_provider_pathways.gke.spec.sections import ControllerSpec, CustomComponent, WorkerSpec
 
 __all__ = [
     "API_VERSION",

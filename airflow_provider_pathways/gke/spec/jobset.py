@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_pathways.gke.spec import validation
 from airflow_provider_pathways.gke.spec.constants import (
     HEAD_REPLICATED_JOB,
     JOBSET_API_VERSION,
@@ -20,6 +19,7 @@ from airflow_provider_pathways.gke.spec.constants import (
     WORKER_PORT,
     WORKER_REPLICATED_JOB,
 )
+from airflow_provider_pathways.gke.spec.machine_rules import derivation_problems
 from airflow_provider_pathways.gke.spec.problems import PathwaysSpecError
 
 if TYPE_CHECKING:
@@ -363,7 +363,7 @@ def _env_copy(entries: Any) -> list[dict[str, Any]]:
 
 def render_jobset(spec: PathwaysJobSpec) -> dict[str, Any]:
     """The JobSet manifest for ``spec``; raises PathwaysSpecError if name, type or topology are unusable."""
-    problems = validation.derivation_problems(spec)
+    problems = derivation_problems(spec)
     if problems:
         raise PathwaysSpecError(problems)
     return _Renderer(spec).jobset()

@@ -9,12 +9,10 @@ loaded manifest renders back equal.
 
 from __future__ import annotations
 
-import copy
-import difflib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import yaml
 
@@ -27,239 +25,18 @@ from airflow_provider_pathways.gke.spec.constants import (
     PROXY_PORT,
     WORKER_REPLICATED_JOB,
 )
+from airflow_provider_pathways.gke.spec.fields import as_mapping, read_fields, render_fields, unknown_keys
+from airflow_provider_pathways.gke.spec.machine_rules import device_type_problem
+from airflow_provider_pathways.gke.spec.manifest import (
+    MANIFEST_KEYS,
+    METADATA_FIELDS,
+    check_identity,
+    parse_spec,
+)
+from airflow_provider_pathways.gke.spec.name_rules import max_name_length, missing_name_problem
 from airflow_provider_pathways.gke.spec.problems import PathwaysSpecError, SpecProblem
-
-__all__ = [
-    "ControllerSpec",
-    "CustomComponent",
-    "PathwaysJobSpec",
-    "WorkerSpec",
-]
-
-# (CRD key, attribute) pairs in the order they are rendered.
-_WORKER_FIELDS = (
-    ("type", "type"),
-    ("topology", "topology"),
-    ("numSlices", "num_slices"),
-    ("maxSliceRestarts", "max_slice_restarts"),
-    ("terminationGracePeriodSeconds", "termination_grace_period_seconds"),
-    ("priorityClassName", "priority_class_name"),
-    ("nodeSelector", "node_selector"),
-)
-_CONTROLLER_FIELDS = (
-    ("deploymentMode", "deployment_mode"),
-    ("mainContainerName", "main_container_name"),
-    ("elasticSlices", "elastic_slices"),
-    ("enableMetricsCollection", "enable_metrics_collection"),
-    ("template", "template"),
-)
-_COMPONENT_FIELDS = (
-    ("componentType", "component_type"),
-    ("image", "image"),
-    ("customFlags", "custom_flags"),
-    ("customEnv", "custom_env"),
-)
-_WORKER_REQUIRED = ("type", "topology")
-_COMPONENT_REQUIRED = ("componentType",)
-_METADATA_FIELDS = (
-    ("name", "name"),
-    ("namespace", "namespace"),
-    ("labels", "labels"),
-    ("annotations", "annotations"),
-)
-_SPEC_KEYS = ("maxRestarts", "pathwaysVersion", "pathwaysDir", "customComponents", "workers", "controller")
-_MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec", "status")
-# Metadata a live object carries that says nothing about the desired job; ignored when loading.
-_LIVE_METADATA_KEYS = frozenset(
-    {
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "managedFields",
-        "selfLink",
-        "ownerReferences",
-        "finalizers",
-    }
-)
-
-
-def _strip_none(value: Any) -> Any:
-    """A deep copy without ``None``-valued mapping entries (the API server prunes them too)."""
-    if isinstance(value, Mapping):
-        return {k: _strip_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_strip_none(v) for v in value]
-    return copy.deepcopy(value)
-
-
-def _render(obj: object, fields: Sequence[tuple[str, str]], always: Sequence[str] = ()) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, attr in fields:
-        value = getattr(obj, attr)
-        if value is not None or key in always:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def _unknown_keys(
-    data: Mapping[str, Any], allowed: Sequence[str], path: str, problems: list[SpecProblem], what: str
-) -> None:
-    for key in data:
-        if key in allowed or (path == "metadata" and key in _LIVE_METADATA_KEYS):
-            continue
-        close = difflib.get_close_matches(str(key), list(allowed), n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        problems.append(
-            SpecProblem(
-                f"{path}.{key}" if path else str(key),
-                f"is not a field of {what}",
-                f"{hint}remove it; valid fields are {', '.join(allowed)}",
-            )
-        )
-
-
-def _read(
-    data: Mapping[str, Any],
-    fields: Sequence[tuple[str, str]],
-    path: str,
-    problems: list[SpecProblem],
-    what: str,
-    required: Sequence[str] = (),
-) -> dict[str, Any]:
-    """Keyword arguments for a dataclass from a CRD mapping; null values count as unset."""
-    _unknown_keys(data, [key for key, _ in fields], path, problems, what)
-    for key in required:
-        if data.get(key) is None:
-            problems.append(SpecProblem(f"{path}.{key}", "is missing", f"set {key}; the CRD requires it"))
-    return {attr: copy.deepcopy(data[key]) for key, attr in fields if data.get(key) is not None}
-
-
-_T = TypeVar("_T")
-
-
-def _build(
-    cls: Callable[..., _T],
-    data: Mapping[str, Any],
-    fields: Sequence[tuple[str, str]],
-    path: str,
-    problems: list[SpecProblem],
-    what: str,
-    required: Sequence[str] = (),
-) -> _T | None:
-    """An instance from a CRD mapping, or None (with the reasons in ``problems``)."""
-    before = len(problems)
-    kwargs = _read(data, fields, path, problems, what, required)
-    return cls(**kwargs) if len(problems) == before else None
-
-
-def _load(
-    cls: Callable[..., _T],
-    data: Mapping[str, Any],
-    fields: Sequence[tuple[str, str]],
-    path: str,
-    what: str,
-    required: Sequence[str] = (),
-) -> _T:
-    problems: list[SpecProblem] = []
-    built = _build(cls, data, fields, path, problems, what, required)
-    if built is None:
-        raise PathwaysSpecError(problems)
-    return built
-
-
-def _as_mapping(value: Any, path: str, problems: list[SpecProblem]) -> Mapping[str, Any] | None:
-    if isinstance(value, Mapping):
-        return value
-    problems.append(
-        SpecProblem(path, f"must be a mapping, not {type(value).__name__}", "write it as key: value pairs")
-    )
-    return None
-
-
-def _as_list(value: Any, path: str, problems: list[SpecProblem]) -> list[Any] | None:
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        return list(value)
-    problems.append(
-        SpecProblem(path, f"must be a list, not {type(value).__name__}", "write it as a YAML list")
-    )
-    return None
-
-
-@dataclass
-class WorkerSpec:
-    """``spec.workers[0]``: the TPU slices (machine type, topology, count) the workers run on."""
-
-    type: str
-    topology: str
-    num_slices: int = 1
-    max_slice_restarts: int | None = None
-    termination_grace_period_seconds: int | None = None
-    priority_class_name: str | None = None
-    node_selector: dict[str, str] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The CRD form of this worker entry."""
-        return _render(self, _WORKER_FIELDS, always=("type", "topology", "numSlices"))
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], path: str = "spec.workers[0]") -> WorkerSpec:
-        """Load a CRD worker entry; raise PathwaysSpecError for unknown or missing fields."""
-        return _load(cls, data, _WORKER_FIELDS, path, "a worker", _WORKER_REQUIRED)
-
-
-@dataclass
-class ControllerSpec:
-    """``spec.controller``: deployment mode and the user's pod template (``None`` = headless)."""
-
-    deployment_mode: str = "default"
-    main_container_name: str = "main"
-    elastic_slices: int | None = None
-    enable_metrics_collection: bool | None = None
-    template: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The CRD form of the controller; the template is copied without null entries."""
-        out = _render(self, _CONTROLLER_FIELDS, always=("deploymentMode", "mainContainerName"))
-        if self.template is not None:
-            out["template"] = _strip_none(self.template)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], path: str = "spec.controller") -> ControllerSpec:
-        """Load a CRD controller mapping; raise PathwaysSpecError for unknown fields."""
-        return _load(cls, data, _CONTROLLER_FIELDS, path, "the controller")
-
-    @property
-    def containers(self) -> list[Any]:
-        """The template's containers, or ``[]`` when there is no usable template."""
-        spec = self.template.get("spec") if isinstance(self.template, Mapping) else None
-        containers = spec.get("containers") if isinstance(spec, Mapping) else None
-        return list(containers) if isinstance(containers, list) else []
-
-
-@dataclass
-class CustomComponent:
-    """``spec.customComponents[i]``: image, extra flags and env for one Pathways component."""
-
-    component_type: str
-    image: str | None = None
-    custom_flags: list[str] | None = None
-    custom_env: list[dict[str, Any]] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The CRD form of this component."""
-        out = _render(self, _COMPONENT_FIELDS, always=("componentType",))
-        if self.custom_env is not None:
-            out["customEnv"] = _strip_none(self.custom_env)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], path: str = "spec.customComponents[0]") -> CustomComponent:
-        """Load a CRD custom component; raise PathwaysSpecError for unknown or missing fields."""
-        return _load(cls, data, _COMPONENT_FIELDS, path, "a custom component", _COMPONENT_REQUIRED)
+from airflow_provider_pathways.gke.spec.sections import ControllerSpec, CustomComponent, WorkerSpec
+from airflow_provider_pathways.gke.spec.yaml_dump import BlockDumper
 
 
 @dataclass(kw_only=True)
@@ -316,9 +93,7 @@ class PathwaysJobSpec:
         """
         row = tpu.lookup_tpu_type(tpu_type)
         if row is None or (kind == tpu.PATHWAYSJOB_KIND and not row.pathways_supported):
-            raise PathwaysSpecError(
-                [validation.device_type_problem(tpu_type, row, kind or tpu.PATHWAYSJOB_KIND)]
-            )
+            raise PathwaysSpecError([device_type_problem(tpu_type, row, kind or tpu.PATHWAYSJOB_KIND)])
         if main_container_name is None:
             names = [
                 c.get("name") for c in ControllerSpec(template=template).containers if isinstance(c, Mapping)
@@ -374,25 +149,25 @@ class PathwaysJobSpec:
             )
         metadata: Mapping[str, Any] = {}
         spec_data: Any = data
-        if any(key in data for key in _MANIFEST_KEYS):
-            _check_identity(data)
-            _unknown_keys(data, _MANIFEST_KEYS, "", problems, "a PathwaysJob manifest")
+        if any(key in data for key in MANIFEST_KEYS):
+            check_identity(data)
+            unknown_keys(data, MANIFEST_KEYS, "", problems, "a PathwaysJob manifest")
             if data.get("metadata") is not None:
-                metadata = _as_mapping(data["metadata"], "metadata", problems) or {}
+                metadata = as_mapping(data["metadata"], "metadata", problems) or {}
             spec_data = data.get("spec")
             if spec_data is None:
                 problems.append(
                     SpecProblem("spec", "is missing", "add the PathwaysJob spec (workers, controller)")
                 )
-        spec_map = _as_mapping(spec_data, "spec", problems) if spec_data is not None else None
-        meta_kwargs = _read(metadata, _METADATA_FIELDS, "metadata", problems, "metadata supported here")
+        spec_map = as_mapping(spec_data, "spec", problems) if spec_data is not None else None
+        meta_kwargs = read_fields(metadata, METADATA_FIELDS, "metadata", problems, "metadata supported here")
         if name is not None:
             meta_kwargs["name"] = name
         if namespace is not None:
             meta_kwargs["namespace"] = namespace
         kwargs: dict[str, Any] = {}
         if spec_map is not None:
-            kwargs = _parse_spec(spec_map, problems)
+            kwargs = parse_spec(spec_map, problems)
         if problems:
             raise PathwaysSpecError(problems)
         return cls(**meta_kwargs, **kwargs)
@@ -437,7 +212,7 @@ class PathwaysJobSpec:
         return {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            "metadata": _render(self, _METADATA_FIELDS),
+            "metadata": render_fields(self, METADATA_FIELDS),
             "spec": spec,
         }
 
@@ -454,7 +229,7 @@ class PathwaysJobSpec:
     def to_yaml(self, *, jobset: bool = False) -> str:
         """The PathwaysJob manifest (or with ``jobset=True`` the JobSet) as YAML."""
         manifest = self.to_jobset() if jobset else self.to_pathwaysjob()
-        return yaml.dump(manifest, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False)
+        return yaml.dump(manifest, Dumper=BlockDumper, sort_keys=False, default_flow_style=False)
 
     # ------------------------------------------------------------------ validation
 
@@ -520,7 +295,7 @@ class PathwaysJobSpec:
     def head_host(self) -> str:
         """In-cluster DNS name of the head pod: ``<name>-pathways-head-0-0.<name>``."""
         if not isinstance(self.name, str) or not self.name:
-            raise PathwaysSpecError([validation.missing_name_problem()])
+            raise PathwaysSpecError([missing_name_problem()])
         return f"{self.name}-{HEAD_REPLICATED_JOB}-0-0.{self.name}"
 
     @property
@@ -531,7 +306,7 @@ class PathwaysJobSpec:
     @property
     def max_name_length(self) -> int:
         """Longest name JobSet accepts: 22 (its coordinator label), less only for huge pod names."""
-        return validation.max_name_length(self)
+        return max_name_length(self)
 
     def component(self, component_type: str) -> CustomComponent | None:
         """The custom component of this type, if any."""
@@ -600,109 +375,3 @@ def _guessed_shape(workers: WorkerSpec) -> tpu.SliceShape:
         gke_accelerator=str(accelerator),
         pathways_tpu_version=known[0].pathways_tpu_version,
     )
-
-
-def _check_identity(data: Mapping[str, Any]) -> None:
-    """Raise at once for another apiVersion or kind: nothing else about such a document is useful."""
-    problems: list[SpecProblem] = []
-    kind = data.get("kind")
-    if kind is not None and kind != KIND:
-        fix = f"load a {KIND} manifest (apiVersion {API_VERSION})"
-        if kind == "JobSet":
-            fix += "; JobSets are rendered from a PathwaysJobSpec with to_jobset(), not loaded"
-        problems.append(SpecProblem("kind", f"is {kind!r}, not {KIND!r}", fix))
-    api_version = data.get("apiVersion")
-    if api_version is not None and api_version != API_VERSION:
-        problems.append(
-            SpecProblem(
-                "apiVersion", f"is {api_version!r}, not {API_VERSION!r}", f"set apiVersion: {API_VERSION}"
-            )
-        )
-    if problems:
-        raise PathwaysSpecError(problems)
-
-
-def _parse_spec(spec: Mapping[str, Any], problems: list[SpecProblem]) -> dict[str, Any]:
-    """Constructor keywords for the spec part of a PathwaysJobSpec; structural problems go to ``problems``."""
-    _unknown_keys(spec, _SPEC_KEYS, "spec", problems, "a PathwaysJob spec")
-    kwargs: dict[str, Any] = {}
-    for key, attr in (
-        ("maxRestarts", "max_restarts"),
-        ("pathwaysVersion", "pathways_version"),
-        ("pathwaysDir", "pathways_dir"),
-    ):
-        if spec.get(key) is not None:
-            kwargs[attr] = copy.deepcopy(spec[key])
-
-    workers = spec.get("workers")
-    if workers is None:
-        problems.append(
-            SpecProblem("spec.workers", "is missing", "add exactly one worker entry (type, topology)")
-        )
-    elif (entries := _as_list(workers, "spec.workers", problems)) is not None:
-        if len(entries) != 1:
-            problems.append(
-                SpecProblem(
-                    "spec.workers",
-                    f"has {len(entries)} entries; a PathwaysJob takes exactly one",
-                    "keep a single worker entry (one machine type and topology per job)",
-                )
-            )
-        elif (entry := _as_mapping(entries[0], "spec.workers[0]", problems)) is not None:
-            worker = _build(
-                WorkerSpec, entry, _WORKER_FIELDS, "spec.workers[0]", problems, "a worker", _WORKER_REQUIRED
-            )
-            if worker is not None:
-                kwargs["workers"] = worker
-
-    controller = spec.get("controller")
-    if controller is None:
-        problems.append(
-            SpecProblem(
-                "spec.controller",
-                "is missing; the CRD requires it (without a template the job is headless and never finishes)",
-                "add controller: {deploymentMode: default, template: <pod template of the program>}, "
-                "or controller: {deploymentMode: default} for a headless job",
-            )
-        )
-    elif (mapping := _as_mapping(controller, "spec.controller", problems)) is not None:
-        built = _build(
-            ControllerSpec, mapping, _CONTROLLER_FIELDS, "spec.controller", problems, "the controller"
-        )
-        if built is not None:
-            kwargs["controller"] = built
-
-    components = spec.get("customComponents")
-    if (
-        components is not None
-        and (items := _as_list(components, "spec.customComponents", problems)) is not None
-    ):
-        parsed: list[CustomComponent] = []
-        for index, item in enumerate(items):
-            path = f"spec.customComponents[{index}]"
-            if (mapping := _as_mapping(item, path, problems)) is not None:
-                component = _build(
-                    CustomComponent,
-                    mapping,
-                    _COMPONENT_FIELDS,
-                    path,
-                    problems,
-                    "a custom component",
-                    _COMPONENT_REQUIRED,
-                )
-                if component is not None:
-                    parsed.append(component)
-        kwargs["custom_components"] = parsed
-    return kwargs
-
-
-class _BlockDumper(yaml.SafeDumper):
-    """SafeDumper that writes multi-line strings as literal blocks."""
-
-
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_BlockDumper.add_representer(str, _represent_str)
