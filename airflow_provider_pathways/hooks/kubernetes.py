@@ -33,11 +33,8 @@ from airflow_provider_pathways.gke.resources import (
     JobKind,
     kueue_workload_name,
 )
-from airflow_provider_pathways.gke.status import (
-    PathwaysJobStatus,
-    Phase,
-    summarize,
-)
+from airflow_provider_pathways.gke.status import PathwaysJobStatus, Phase
+from airflow_provider_pathways.gke.summary import summarize
 from airflow_provider_pathways.hooks.kubernetes_clients import SHARED_CLIENTS, ClientPool
 from airflow_provider_pathways.hooks.kubernetes_errors import is_transient, retry_after
 from airflow_provider_pathways.hooks.kubernetes_watch import JobWatch, Observed

@@ -176,7 +176,7 @@ def _pathways_job(name: str, topology: str = "4x4") -> dict[str, Any]:
 def test_create_failure_carries_a_warning_events_words() -> None:
     """pathwaysjob_controller.go gives terminalState Failed only; a Warning event (e.g. from a
     controller that records one) supplies the reason."""
-    from airflow_provider_pathways.gke.status import summarize
+    from airflow_provider_pathways.gke.summary import summarize
 
     event = {
         "type": "Warning",
@@ -208,7 +208,7 @@ def _jobset(suspend: bool, conditions: list[dict[str, str]], labels: dict[str, s
 
 def test_suspension_is_read_from_the_spec_and_kueue_from_the_label() -> None:
     """jobset_controller.go resumeJobsIfNecessary keeps Suspended True until every job started."""
-    from airflow_provider_pathways.gke.status import summarize
+    from airflow_provider_pathways.gke.summary import summarize
 
     suspended = [{"type": "Suspended", "status": "True", "reason": "SuspendedJobs"}]
     resuming = summarize(

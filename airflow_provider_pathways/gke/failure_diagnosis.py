@@ -1,0 +1,259 @@
+"""Why a Pathways job failed, read from its objects: preemption, eviction, node loss, program
+failure, a refused create."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_pathways.failure_class import FailureClass
+from airflow_provider_pathways.gke import naming, tpu
+from airflow_provider_pathways.gke.object_fields import labels_of, reason_text, true_conditions
+from airflow_provider_pathways.gke.status import REPLICATED_JOB_LABEL, parse_time
+
+# Pod status reasons that mean the node or the scheduler took the pod away.
+_DISRUPTION_POD_REASONS = frozenset(
+    {"Preempting", "Evicted", "NodeLost", "Terminated", "Shutdown", "NodeShutdown"}
+)
+# Event reasons on a job's pods that mean its node went away or the pod was preempted, causes first.
+_DISRUPTION_EVENT_ORDER = (
+    "NodeNotReady",
+    "NodeLost",
+    "NodeShutdown",
+    "Shutdown",
+    "Preempted",
+    "Preempting",
+    "PreemptionByScheduler",
+    "Evicted",
+    "TaintManagerEviction",
+    "DeletionByTaintManager",
+    "DeletionByPodGC",
+)
+_DISRUPTION_EVENT_REASONS = frozenset(_DISRUPTION_EVENT_ORDER)
+# How Pathways reports a slice that went away to the JAX program.
+_DATA_LOSS = "DATA_LOSS"
+
+
+@dataclass(frozen=True)
+class _Diagnosis:
+    failure: FailureClass
+    message: str
+    exit_code: int | None = None
+
+
+def _preempted_pod(pods: Iterable[Mapping[str, Any]]) -> str | None:
+    for pod in pods:
+        status = pod.get("status") or {}
+        name = (pod.get("metadata") or {}).get("name", "?")
+        disruption = true_conditions(pod).get("DisruptionTarget")
+        if disruption:
+            return f"pod {name} was disrupted ({reason_text(disruption)})"
+        if status.get("reason") in _DISRUPTION_POD_REASONS:
+            return f"pod {name} was {status.get('reason')} ({status.get('message') or 'no message'})"
+    return None
+
+
+def _failed_main_container(
+    pods: Iterable[Mapping[str, Any]], head_replicated_job: str, main_container: str
+) -> _Diagnosis | None:
+    for pod in pods:
+        if labels_of(pod).get(REPLICATED_JOB_LABEL) != head_replicated_job:
+            continue
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            if container.get("name") != main_container:
+                continue
+            terminated = (container.get("state") or {}).get("terminated") or (
+                container.get("lastState") or {}
+            ).get("terminated")
+            if terminated and int(terminated.get("exitCode", 0)) != 0:
+                code = int(terminated["exitCode"])
+                detail = terminated.get("message") or terminated.get("reason") or ""
+                text = f"the user program (container {main_container!r}) exited with code {code}"
+                return _Diagnosis(
+                    FailureClass.USER_PROGRAM_FAILED, f"{text}: {detail}" if detail else text, code
+                )
+    return None
+
+
+def _failed_jobs(
+    jobs: Iterable[Mapping[str, Any]], head_replicated_job: str
+) -> tuple[_Diagnosis | None, _Diagnosis | None]:
+    """From batch Jobs (pods may be gone): a head failure and a preemption, if any.
+
+    A Job whose pod had ``DisruptionTarget`` fails through its pod failure policy: ``FailureTarget``
+    and ``Failed`` with reason ``PodFailurePolicy``, a message naming the condition.
+    """
+    head: _Diagnosis | None = None
+    preempted: _Diagnosis | None = None
+    for job in jobs:
+        conditions = true_conditions(job)
+        name = (job.get("metadata") or {}).get("name", "?")
+        for type_ in ("FailureTarget", "Failed"):
+            condition = conditions.get(type_)
+            if not condition:
+                continue
+            text = reason_text(condition)
+            if (
+                condition.get("reason") == "PodFailurePolicy"
+                or "DisruptionTarget" in text
+                or ("preempt" in text.lower())
+            ):
+                preempted = preempted or _Diagnosis(FailureClass.PREEMPTED, f"job {name} failed: {text}")
+                break
+        else:
+            failed = conditions.get("Failed")
+            if failed and labels_of(job).get(REPLICATED_JOB_LABEL) == head_replicated_job:
+                head = head or _Diagnosis(
+                    FailureClass.USER_PROGRAM_FAILED,
+                    f"the head job {name} failed ({reason_text(failed)}); its pods are gone, so the exit "
+                    "code is unknown",
+                )
+    return head, preempted
+
+
+def _event_time(event: Mapping[str, Any]) -> float | None:
+    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        stamp = parse_time(event.get(key))
+        if stamp is not None:
+            return stamp
+    return parse_time((event.get("metadata") or {}).get("creationTimestamp"))
+
+
+def _disruption_event(
+    events: Iterable[Mapping[str, Any]], prefixes: tuple[str, ...], since: float | None
+) -> str | None:
+    """A node-loss or preemption event on one of the job's pods in the current attempt (the earliest;
+    at the same second, the node's own failure before its consequences)."""
+    found: list[tuple[float, int, str]] = []
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        reason = event.get("reason")
+        if involved.get("kind") != "Pod" or not str(involved.get("name", "")).startswith(prefixes):
+            continue
+        if reason not in _DISRUPTION_EVENT_REASONS:
+            continue
+        stamp = _event_time(event)
+        if since is not None and stamp is not None and stamp < since:
+            continue
+        text = f"pod {involved.get('name')}: {reason} ({event.get('message') or 'no message'})"
+        found.append((stamp or 0.0, _DISRUPTION_EVENT_ORDER.index(str(reason)), text))
+    return min(found)[2] if found else None
+
+
+def _data_loss(pods: Iterable[Mapping[str, Any]], log_tail: str | None, main_container: str) -> str | None:
+    """The program's own report of a lost slice (``DATA_LOSS``), from its log tail or exit message."""
+    for line in reversed((log_tail or "").splitlines()):
+        if _DATA_LOSS in line:
+            return line.strip()
+    for pod in pods:
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            if container.get("name") != main_container:
+                continue
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            if _DATA_LOSS in str(terminated.get("message") or ""):
+                return str(terminated["message"]).strip().splitlines()[-1]
+    return None
+
+
+def evicted_workload(workloads: Iterable[Mapping[str, Any]]) -> str | None:
+    for workload in workloads:
+        conditions = true_conditions(workload)
+        for kind in ("Evicted", "Preempted"):
+            if kind in conditions:
+                name = (workload.get("metadata") or {}).get("name", "?")
+                return f"Kueue workload {name} {kind.lower()} ({reason_text(conditions[kind])})"
+    return None
+
+
+def _attempt_start(jobset: Mapping[str, Any]) -> float | None:
+    """When the JobSet's current attempt started: its latest startup condition, else its creation."""
+    stamps = [
+        parse_time(c.get("lastTransitionTime"))
+        for c in (jobset.get("status") or {}).get("conditions") or []
+        if c.get("type") in ("StartupPolicyInProgress", "StartupPolicyCompleted")
+    ]
+    known = [s for s in stamps if s is not None]
+    return max(known) if known else parse_time((jobset.get("metadata") or {}).get("creationTimestamp"))
+
+
+def diagnose_failure(
+    failed_condition: Mapping[str, Any] | None,
+    *,
+    jobset: Mapping[str, Any],
+    pods: list[Mapping[str, Any]],
+    jobs: list[Mapping[str, Any]],
+    workloads: list[Mapping[str, Any]],
+    events: list[Mapping[str, Any]],
+    log_tail: str | None,
+    head_replicated_job: str,
+    worker_replicated_job: str,
+    main_container: str,
+) -> _Diagnosis:
+    jobset_reason = reason_text(failed_condition or {})
+    suffix = f" (JobSet: {jobset_reason})" if jobset_reason else ""
+    name = (jobset.get("metadata") or {}).get("name", "")
+    prefixes = (f"{name}-{worker_replicated_job}-", f"{name}-{head_replicated_job}-")
+    # Preemption wins over the program's failure it causes (JAX reports DATA_LOSS), in this order:
+    # evidence of the current attempt's objects, then the program's own DATA_LOSS, then a program
+    # failure with a known exit code, then node-loss events (time-stamped to the second, so an
+    # earlier attempt's events must not excuse a program that failed on its own).
+    head_job, preempted_job = _failed_jobs(jobs, head_replicated_job)
+    evidence = (
+        _preempted_pod(pods)
+        or (preempted_job.message if preempted_job else None)
+        or evicted_workload(workloads)
+    )
+    data_loss = _data_loss(pods, log_tail, main_container)
+    event = _disruption_event(events, prefixes, _attempt_start(jobset))
+    if evidence:
+        also = f"; the program then failed with {data_loss!r}" if data_loss else ""
+        return _Diagnosis(FailureClass.PREEMPTED, f"slices were preempted: {evidence}{also}{suffix}")
+    if data_loss:
+        seen = f" ({event})" if event else ""
+        return _Diagnosis(
+            FailureClass.PREEMPTED,
+            f"a slice went away while the program ran{seen}: it failed with {data_loss!r}, how Pathways "
+            f"reports a lost slice{suffix}",
+        )
+    program = _failed_main_container(pods, head_replicated_job, main_container)
+    if program:
+        return _Diagnosis(program.failure, program.message + suffix, program.exit_code)
+    if event:
+        return _Diagnosis(FailureClass.PREEMPTED, f"slices were lost with their nodes: {event}{suffix}")
+    if head_job:
+        return _Diagnosis(head_job.failure, head_job.message + suffix, head_job.exit_code)
+    if failed_condition and failed_condition.get("reason") == "ReachedMaxRestarts":
+        return _Diagnosis(FailureClass.MAX_RESTARTS_REACHED, f"the job used up its restarts{suffix}")
+    return _Diagnosis(FailureClass.UNKNOWN, f"the job failed{suffix or ' for an unknown reason'}")
+
+
+def controller_refusal(pathways_job: Mapping[str, Any], name: str) -> str | None:
+    """Why the PathwaysJob controller cannot create the JobSet for this spec, if the spec says so."""
+    spec = pathways_job.get("spec") or {}
+    workers = (spec.get("workers") or [{}])[0] or {}
+    machine, topology = workers.get("type"), workers.get("topology")
+    if not tpu.controller_accepts(machine, topology):
+        return (
+            f"the PathwaysJob controller rejected the spec: topology {topology!r} is not valid for machine "
+            f"type {machine!r} (its ValidTpuTopologiesMap); no JobSet was created"
+        )
+    if len(name) > naming.MAX_JOB_NAME_LENGTH:
+        value = naming.coordinator_label_value(name)
+        return (
+            f"JobSet refuses the JobSet of {name!r}: its name is {len(name)} characters, so the label "
+            f"{naming.COORDINATOR_LABEL}={value!r} would be {len(value)} characters, more than "
+            f"{naming.MAX_LABEL_VALUE}; the PathwaysJob controller retries in vain. Use a name of at most "
+            f"{naming.MAX_JOB_NAME_LENGTH} characters"
+        )
+    return None
+
+
+def create_failure_message(events: list[Mapping[str, Any]], name: str) -> str:
+    """The controller's or a webhook's words about the failed JobSet create, from Warning events."""
+    for event in reversed(events):
+        involved = event.get("involvedObject") or {}
+        ours = involved.get("name") == name and involved.get("kind") in ("PathwaysJob", "JobSet")
+        if ours and event.get("type") == "Warning" and event.get("message"):
+            return f": {event.get('reason')}: {event['message']}"
+    return ""
