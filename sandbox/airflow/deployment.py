@@ -27,6 +27,7 @@ from typing import IO, Any
 
 import psutil
 
+from sandbox import registry
 from sandbox.airflow.api import AirflowApi, AirflowApiError
 from sandbox.airflow.postgres import Postgres, free_port, start_postgres
 
@@ -63,6 +64,7 @@ class Component:
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
     on_start: Any = field(default=None, repr=False)
+    record: registry.Record | None = field(default=None, repr=False)
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -86,6 +88,14 @@ class Component:
             start_new_session=True,
         )
         self.starts += 1
+        # Machine-wide: stopped by the next sandbox start if this process dies without stopping it.
+        self.record = registry.register(
+            "airflow",
+            self.process.pid,
+            description=f"Airflow {self.name}",
+            state_dir=self.log_path.parent,
+            owner=os.getpid(),
+        )
         if self.on_start is not None:
             self.on_start()
 
@@ -121,6 +131,7 @@ class Component:
             self.process.kill()
         _kill_all(victims)
         self.process.wait(30)
+        registry.unregister(self.record)
 
     def terminate(self, timeout: float) -> None:
         """SIGTERM, then SIGKILL after ``timeout``; children too."""
@@ -136,6 +147,7 @@ class Component:
                 self.process.kill()
                 self.process.wait(30)
         _kill_all(victims)
+        registry.unregister(self.record)
         self.close_log()
 
     def close_log(self) -> None:

@@ -16,8 +16,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from sandbox import registry
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SCRIPT = REPO_ROOT / "sandbox" / "airflow" / "install.sh"
@@ -68,6 +70,7 @@ class Postgres:
     bin_dir: Path
     run_as: str | None
     host: str = "127.0.0.1"
+    record: registry.Record | None = field(default=None, repr=False)
 
     def url(self, driver: str = "psycopg") -> str:
         """SQLAlchemy URL of the ``airflow`` database (trust authentication on 127.0.0.1)."""
@@ -121,6 +124,12 @@ class Postgres:
         with contextlib.suppress(OSError, ValueError):
             pid = int(pid_file.read_text().splitlines()[0])
             os.kill(pid, 9)
+        registry.unregister(self.record)
+
+    def postmaster_pid(self) -> int | None:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            return int((self.data_dir / "postmaster.pid").read_text().splitlines()[0])
+        return None
 
     def log_tail(self, chars: int = 3000) -> str:
         with contextlib.suppress(OSError):
@@ -201,6 +210,18 @@ def start_postgres(*, timeout: float = 60.0) -> Postgres:
     if start.returncode != 0:
         server.stop()
         raise PostgresError(f"pg_ctl start failed ({start.returncode}):\n{start.stderr}\n{server.log_tail()}")
+    postmaster = server.postmaster_pid()
+    if postmaster is not None:
+        # Machine-wide: stopped (fast shutdown) by the next sandbox start if this process dies first.
+        server.record = registry.register(
+            "postgres",
+            postmaster,
+            description=f"PostgreSQL on 127.0.0.1:{server.port}",
+            state_dir=base_dir,
+            owner=os.getpid(),
+            stop_signal="SIGINT",
+            stop_first=False,
+        )
     create = subprocess.run(
         server._cmd(
             str(bin_dir / "createdb"), "-h", server.host, "-p", str(server.port), "-U", DB_USER, DATABASE

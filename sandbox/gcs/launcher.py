@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from sandbox import registry
 from sandbox.processes import forget_state, pid_alive, read_state, stop_process
 
 STATE_FILE = "gcs.json"
@@ -71,6 +72,7 @@ class GcsEmulator:
     data_dir: Path | None
     owned: bool = True
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    record: registry.Record | None = field(default=None, repr=False)
 
     def env(self) -> dict[str, str]:
         """Environment for clients: ``STORAGE_EMULATOR_HOST``."""
@@ -185,6 +187,7 @@ class GcsEmulator:
         """Stop the emulator (SIGTERM, then SIGKILL after ``timeout``) and forget its state file."""
         stop_process(self.process, self.pid, timeout)
         forget_state(self.state_dir / STATE_FILE, self.pid)
+        registry.unregister(self.record)
 
     def __enter__(self) -> GcsEmulator:
         return self
@@ -242,6 +245,10 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def _log(message: str) -> None:
+    print(f"[sandbox] {message}", file=sys.stderr, flush=True)
+
+
 def connect_gcs_emulator(state_dir: Path, flavour: str | None = None) -> GcsEmulator | None:
     """The emulator already running from ``state_dir`` (and answering), or None."""
     state_dir = Path(state_dir).resolve()
@@ -269,10 +276,13 @@ def start_gcs_emulator(
     """Reuse the emulator running from ``state_dir`` or start one; wait until it answers.
 
     A started emulator dies with this process unless ``detach=True`` (then stop it with
-    ``stop()`` or ``python -m sandbox.gcs stop``). A reused one has ``owned=False``.
+    ``stop()`` or ``python -m sandbox.gcs stop``). A reused one has ``owned=False``. Sandbox
+    processes left by a deleted checkout or a killed run are stopped first
+    (``sandbox.registry.reap_orphans``).
     """
     if flavour not in FLAVOURS:
         raise ValueError(f"flavour={flavour!r}: choose one of {', '.join(FLAVOURS)}")
+    registry.reap_orphans(log=_log)
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     if reuse:
@@ -331,8 +341,15 @@ def start_gcs_emulator(
             if _healthy(url):
                 info = {"url": url, "pid": process.pid, "flavour": flavour, "data_dir": str(data_dir or "")}
                 (state_dir / STATE_FILE).write_text(json.dumps(info))
+                record = registry.register(
+                    "gcs",
+                    process.pid,
+                    description=f"{flavour} {url}",
+                    state_dir=state_dir,
+                    owner=None if detach else os.getpid(),
+                )
                 return GcsEmulator(
-                    url, process.pid, flavour, state_dir, data_dir, owned=True, process=process
+                    url, process.pid, flavour, state_dir, data_dir, owned=True, process=process, record=record
                 )
             time.sleep(0.05)
         if process.poll() is None:

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from sandbox import registry
 from sandbox.kube.apiserver import DEFAULT_BOOKMARK_INTERVAL, create_app
 from sandbox.kube.store import DEFAULT_HISTORY_LIMIT
 
@@ -119,6 +120,14 @@ async def serve(args: argparse.Namespace) -> None:
     }
     kube_json = state_dir / KUBE_JSON
     write_atomic(kube_json, json.dumps(info, indent=2) + "\n")
+    # Machine-wide, so that a stand-in left by a deleted checkout or a killed run is found and stopped.
+    record = registry.register(
+        "kube",
+        os.getpid(),
+        description=f"Kubernetes stand-in {url}",
+        state_dir=state_dir,
+        owner=os.getppid() if args.exit_with_parent else None,
+    )
     print(f"kube stand-in listening on {url} (state dir {state_dir})", file=sys.stderr, flush=True)
 
     stop = asyncio.Event()
@@ -135,6 +144,7 @@ async def serve(args: argparse.Namespace) -> None:
         if watchdog is not None:
             watchdog.cancel()
         await runner.cleanup()
+        registry.unregister(record)
 
 
 async def _watch_parent(stop: asyncio.Event, interval: float = 0.5) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox import registry
 from sandbox.processes import forget_state, pid_alive, read_state, stop_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -133,7 +134,10 @@ def start_kube_standin(
 
     By default the stand-in exits when this process exits; ``detach=True`` leaves it running
     (e.g. for a demo), to be reused with ``connect_kube_standin`` and stopped with ``stop()``.
+    Sandbox processes left by a deleted checkout or a killed run are stopped first
+    (``sandbox.registry.reap_orphans``).
     """
+    registry.reap_orphans(log=_log)
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
@@ -180,6 +184,10 @@ def start_kube_standin(
     raise KubeStandinError(f"the kube stand-in did not write {state_dir / KUBE_JSON} within {timeout}s")
 
 
+def _log(message: str) -> None:
+    print(f"[sandbox] {message}", file=sys.stderr, flush=True)
+
+
 def connect_kube_standin(state_dir: Path) -> KubeStandin | None:
     """The stand-in already running from ``state_dir``, or None if there is none (or it is dead)."""
     state_dir = Path(state_dir).resolve()
@@ -198,6 +206,7 @@ def ensure_kube_standin(
     state_dir: Path, token: str | None = None, *, timeout: float = 30.0, detach: bool = True
 ) -> KubeStandin:
     """Reuse the stand-in running from ``state_dir``, else start one (detached by default)."""
+    registry.reap_orphans(log=_log)
     return connect_kube_standin(state_dir) or start_kube_standin(
         state_dir, token, timeout=timeout, detach=detach
     )
