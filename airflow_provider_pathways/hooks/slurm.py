@@ -262,27 +262,9 @@ class SlurmHook(BaseHook):
 
     # ---- sync API -------------------------------------------------------------------------
 
-    def submit_job(
-        self,
-        *,
-        script: str | None = None,
-        script_path: str | None = None,
-        job_name: str | None = None,
-        partition: str | None = None,
-        account: str | None = None,
-        qos: str | None = None,
-        time_limit: str | int | None = None,
-        environment: Mapping[str, str] | None = None,
-        working_directory: str | None = None,
-        output: str | None = None,
-        error: str | None = None,
-        array: str | None = None,
-        comment: str | None = None,
-        requeue: bool | None = None,
-        open_mode_append: bool = True,
-        extra_options: Mapping[str, str] | None = None,
-    ) -> int:
-        """Submit a batch job and return its id.
+    def submit_job(self, request: SubmitRequest | None = None, **fields: Any) -> int:
+        """Submit a batch job and return its id: ``request``, or the fields of
+        :meth:`SubmitRequest.build <airflow_provider_pathways.slurm.submit.SubmitRequest.build>`.
 
         Exactly one of ``script`` (the script text; SSH uploads it over SFTP and runs ``sbatch`` on
         it, REST sends it in the body) or ``script_path`` (a path on the cluster, checked to exist
@@ -297,24 +279,7 @@ class SlurmHook(BaseHook):
         underscores). Paths may start with ``~``. Bad input raises ValueError/TypeError naming
         the field before anything is submitted.
         """
-        request = SubmitRequest.build(
-            script=script,
-            script_path=script_path,
-            job_name=job_name,
-            partition=partition,
-            account=account,
-            qos=qos,
-            time_limit=time_limit,
-            environment=environment,
-            working_directory=working_directory,
-            output=output,
-            error=error,
-            array=array,
-            comment=comment,
-            requeue=requeue,
-            open_mode_append=open_mode_append,
-            extra_options=extra_options,
-        )
+        request = _request(request, fields)
         return self._run(lambda t: self._submit(t, request), retry=False)
 
     def get_job(self, job_id: int, *, required: bool = False) -> SlurmJob | None:
@@ -369,9 +334,9 @@ class SlurmHook(BaseHook):
 
     # ---- async twins ----------------------------------------------------------------------
 
-    async def a_submit_job(self, **kwargs: Any) -> int:
-        """Async :meth:`submit_job` (same keyword arguments)."""
-        request = SubmitRequest.build(**kwargs)
+    async def a_submit_job(self, request: SubmitRequest | None = None, **fields: Any) -> int:
+        """Async :meth:`submit_job` (same arguments)."""
+        request = _request(request, fields)
         return await self._a_call(lambda t: self._submit(t, request), retry=False)
 
     async def a_get_job(self, job_id: int, *, required: bool = False) -> SlurmJob | None:
@@ -425,3 +390,12 @@ class SlurmHook(BaseHook):
         for secret in settings.secrets if settings else ():
             message = message.replace(secret, "***")
         return message
+
+
+def _request(request: SubmitRequest | None, fields: Mapping[str, Any]) -> SubmitRequest:
+    """A submission given as a request or as its fields, not both."""
+    if request is None:
+        return SubmitRequest.build(**fields)
+    if fields:
+        raise TypeError(f"give a SubmitRequest or its fields, not both (got {', '.join(sorted(fields))})")
+    return request

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow.sdk import BaseOperator, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
-from airflow_provider_pathways.gke.spec.k8s import bucket_name_error
-from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.operators.resumable import Deadline
 from airflow_provider_pathways.reattach import JobJudgement, Verdict
-from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
 from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,
@@ -23,11 +19,12 @@ from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_WORKER_ARRAY_KEY,
     Readiness,
 )
-from airflow_provider_pathways.slurm.service import ServiceCheck
-from airflow_provider_pathways.transient import (
-    DEFAULT_OUTAGE_TOLERANCE,
-    validate_outage_tolerance,
+from airflow_provider_pathways.slurm.job_inputs import (
+    array_size_problem,
+    service_environment,
+    service_problems,
 )
+from airflow_provider_pathways.slurm.service import ServiceCheck
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -36,243 +33,10 @@ if TYPE_CHECKING:
 
     from airflow_provider_pathways.hooks.slurm import SlurmHook
     from airflow_provider_pathways.slurm.job import SlurmJob
-
-SLICE_SHAPE = re.compile(r"^[1-9][0-9]*x[1-9][0-9]*(x[1-9][0-9]*)?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SCALARS = (str, int, float, bool)
+from airflow_provider_pathways.operators.slurm_base import SlurmJobBaseOperator
 
 
-def _environment_problems(environment: Mapping[str, Any]) -> list[str]:
-    problems = []
-    for key, value in environment.items():
-        if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
-            problems.append(f"environment: {key!r} is not a valid variable name (letters, digits, _)")
-        if not isinstance(value, _SCALARS):
-            problems.append(
-                f"environment[{key!r}]: must be a string (or a number or bool), got {type(value).__name__}"
-            )
-    return problems
-
-
-def environment_text(environment: Mapping[str, Any]) -> dict[str, str]:
-    """The environment as strings: native templating renders ``"3"`` as ``3`` and ``"true"`` as
-    ``True``; a variable always arrives as text (``3``, ``true``)."""
-    return {
-        key: ("true" if value else "false") if isinstance(value, bool) else str(value)
-        for key, value in environment.items()
-    }
-
-
-def _script_problems(script: str | None, script_path: str | None) -> list[str]:
-    if bool(script) == bool(script_path):
-        return ["script / script_path: give exactly one (script text to upload, or a path on the cluster)"]
-    return []
-
-
-class _SlurmJobMixin(ReattachingJobOperator):
-    """Submission, reattachment (``task_state_store``), the wait and cancellation of one Slurm job."""
-
-    external_id_key = "slurm_job_id"
-
-    def __init__(
-        self,
-        *,
-        slurm_conn_id: str = "pathways_slurm_default",
-        script: str | None = None,
-        script_path: str | None = None,
-        environment: Mapping[str, str] | None = None,
-        job_name: str | None = None,
-        partition: str | None = None,
-        account: str | None = None,
-        qos: str | None = None,
-        time_limit: str | int | None = None,
-        working_directory: str | None = None,
-        output_path: str | None = None,
-        sbatch_options: Mapping[str, str] | None = None,
-        requeue: bool | None = None,
-        cancel_on_kill: bool = True,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        poll_interval: float = 10.0,
-        wait_timeout: float | None = None,
-        preemption_retries: int = DEFAULT_PREEMPTION_RETRIES,
-        outage_tolerance: timedelta | float = DEFAULT_OUTAGE_TOLERANCE,
-        **kwargs: Any,
-    ) -> None:
-        apply_preemption_budget(kwargs, preemption_retries)
-        super().__init__(**kwargs)
-        if poll_interval <= 0:
-            raise ValueError("poll_interval: must be > 0 seconds")
-        self.slurm_conn_id = slurm_conn_id
-        self.script = script
-        self.script_path = script_path
-        self.environment = dict(environment or {})
-        self.job_name = job_name
-        self.partition = partition
-        self.account = account
-        self.qos = qos
-        self.time_limit = time_limit
-        self.working_directory = working_directory
-        self.output_path = output_path
-        self.sbatch_options = dict(sbatch_options or {})
-        self.requeue = requeue
-        self.cancel_on_kill = cancel_on_kill
-        self.deferrable = deferrable
-        self.poll_interval = poll_interval
-        self.wait_timeout = wait_timeout
-        self.preemption_retries = preemption_retries
-        self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
-        self._job_id: int | None = None
-
-    @cached_property
-    def hook(self) -> SlurmHook:
-        from airflow_provider_pathways.hooks.slurm import SlurmHook
-
-        return SlurmHook(slurm_conn_id=self.slurm_conn_id)
-
-    def submission_environment(self) -> dict[str, str]:
-        """Environment given to the job."""
-        return environment_text(self.environment)
-
-    def input_problems(self) -> list[str]:
-        """Problems with the operator's arguments; checked before anything is submitted."""
-        return _script_problems(self.script, self.script_path) + _environment_problems(self.environment)
-
-    def execute(self, context: Context) -> Any:
-        problems = self.input_problems()
-        if problems:
-            raise PathwaysSpecRejected("nothing was submitted:\n" + "\n".join(f"  {p}" for p in problems))
-        return self.run_job(context)
-
-    def describe_job(self, external_id: JsonValue) -> str:
-        return f"Slurm job {external_id}"
-
-    def submit_job(self, context: Context) -> JsonValue:
-        try:
-            job_id = self.hook.submit_job(
-                script=self.script,
-                script_path=self.script_path,
-                job_name=self.job_name or f"{context['ti'].dag_id}.{context['ti'].task_id}",
-                partition=self.partition,
-                account=self.account,
-                qos=self.qos,
-                time_limit=self.time_limit,
-                environment=self.submission_environment(),
-                working_directory=self.working_directory,
-                output=self.output_path,
-                requeue=self.requeue,
-                extra_options=self.sbatch_options,
-            )
-        except (FileNotFoundError, ValueError) as err:
-            raise PathwaysSpecRejected(f"nothing was submitted: {err}") from err
-        self._job_id = job_id
-        self.log.info("Submitted Slurm job %s", job_id)
-        return job_id
-
-    def judge_job(self, external_id: JsonValue, context: Context) -> JobJudgement | None:
-        from airflow_provider_pathways.slurm.errors import SlurmJobLost
-
-        try:
-            job = self.hook.get_job(int(external_id), required=True)  # type: ignore[arg-type]
-        except SlurmJobLost as lost:
-            return JobJudgement.failed(FailureClass.INFRASTRUCTURE, str(lost))
-        assert job is not None
-        self._job_id = job.job_id
-        return self.judgement(job)
-
-    def get_job_or_loss(self, job_id: int) -> tuple[SlurmJob | None, str]:
-        """The job, or None and why its end is unknown (slurmctld forgot it, no accounting)."""
-        from airflow_provider_pathways.slurm.errors import SlurmJobLost
-
-        try:
-            return self.hook.get_job(job_id, required=True), ""
-        except SlurmJobLost as lost:
-            return None, str(lost)
-
-    def judgement(self, job: SlurmJob) -> JobJudgement:
-        """The job's verdict (:func:`~airflow_provider_pathways.slurm.outcome.job_outcome`)."""
-        from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
-
-        outcome, failure, message = job_outcome(job)
-        if outcome is JobOutcome.FAILED:
-            return JobJudgement.failed(failure or FailureClass.UNKNOWN, message)
-        return JobJudgement(Verdict(outcome.value), None, message)
-
-    def discard_job(self, external_id: JsonValue, reason: str, *, wait: bool = False) -> None:
-        self._job_id = int(external_id)  # type: ignore[arg-type]
-        self._cancel(reason)
-
-    def follow_job(self, external_id: JsonValue, context: Context) -> Any:
-        self._job_id = int(external_id)  # type: ignore[arg-type]
-        context["ti"].xcom_push(key="job_id", value=self._job_id)
-        deadline = task_deadline(self, context, self.wait_timeout)
-        if self.deferrable:
-            self.defer(trigger=self.trigger(deadline), method_name="execute_complete")
-        from airflow_provider_pathways.slurm.transient import is_transient
-
-        observed = self.poll(
-            context,
-            deadline,
-            self.look,
-            service=f"Slurm (connection {self.slurm_conn_id!r})",
-            is_transient=is_transient,
-        )
-        return self.finish_job(context, self._job_id, observed)
-
-    def trigger(self, deadline: Deadline) -> BaseTrigger:
-        """The trigger that waits for this job in the triggerer."""
-        raise NotImplementedError
-
-    def trigger_arguments(self, deadline: Deadline) -> dict[str, Any]:
-        """What every Slurm trigger of these operators gets: connection, pace, deadline, kill and
-        outage policy."""
-        return {
-            "slurm_conn_id": self.slurm_conn_id,
-            "poll_interval": self.poll_interval,
-            "deadline": deadline.at,
-            "deadline_reason": deadline.reason,
-            "cancel_on_kill": self.cancel_on_kill,
-            "outage_tolerance": self.outage_tolerance,
-        }
-
-    def look(self) -> Any:
-        """One look at the job for the polling wait: an observation when the wait is over, else None."""
-        raise NotImplementedError
-
-    def give_up(self, context: Context, reason: str | None) -> NoReturn:
-        """The wait ran out of time: cancel the job (with ``cancel_on_kill``) and fail the try."""
-        if self.cancel_on_kill:
-            self._cancel("the wait timed out")
-            self.forget_job(context)
-        what = f"Slurm job {self._job_id} was not {self.waiting_for}"
-        if reason == "execution_timeout":
-            raise AirflowTaskTimeout(f"{what} within the task's execution_timeout ({self.execution_timeout})")
-        raise AirflowException(f"{what} within wait_timeout ({self.wait_timeout}s)")
-
-    waiting_for = "done"
-
-    def resume(self, context: Context, event: dict[str, Any]) -> None:
-        """Common checks when the trigger fired: the job id back, timeouts and trigger errors."""
-        self._job_id = int(context["ti"].xcom_pull(task_ids=self.task_id, key="job_id"))
-        if event.get("status") == "timeout":
-            self.give_up(context, event.get("reason"))
-        if event.get("status") == "error":
-            raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
-
-    def _cancel(self, reason: str) -> None:
-        if self._job_id is None:
-            return
-        cancelled = self.hook.cancel_job(self._job_id)
-        self.log.info(
-            "Slurm job %s %s (%s)", self._job_id, "cancelled" if cancelled else "had already ended", reason
-        )
-
-    def on_kill(self) -> None:
-        """Cancel the job when the running task is killed; harmless if it already ended."""
-        if self.cancel_on_kill:
-            self._cancel("task killed")
-
-
-class PathwaysSlurmServiceOperator(_SlurmJobMixin):
+class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
     """
     Submit the Pathways service job (``start_pathways.sh``) and optionally wait until it is ready.
 
@@ -352,42 +116,17 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
         self.service_job_key = service_job_key
 
     def input_problems(self) -> list[str]:
-        problems = super().input_problems()
-        if not isinstance(self.slice_shape, str) or not SLICE_SHAPE.fullmatch(self.slice_shape):
-            problems.append(f"slice_shape: {self.slice_shape!r} is not a topology like 2x4 or 2x2x2")
-        slices: list[int] = []
-        for field in ("min_slices", "max_slices"):
-            value = getattr(self, field)
-            try:
-                number = int(value)
-            except (TypeError, ValueError):
-                problems.append(f"{field}: {value!r} is not an integer")
-                continue
-            if number < 1:
-                problems.append(f"{field}: {number} must be >= 1")
-            slices.append(number)
-        if len(slices) == 2 and slices[0] > slices[1]:
-            problems.append(
-                f"min_slices: {slices[0]} is more than max_slices ({slices[1]}); lower min_slices"
-            )
-        bucket = str(self.gcs_bucket or "")
-        if bucket.startswith("gs://"):
-            problems.append(f"gcs_bucket: {bucket!r} must be a bucket name without gs://")
-        elif error := bucket_name_error(bucket):
-            problems.append(f"gcs_bucket: {bucket!r} {error}")
-        for key in ("SLICE_SHAPE", "MIN_SLICES", "MAX_SLICES", "GCS_BUCKET"):
-            if key in self.environment:
-                problems.append(f"environment[{key!r}]: set it with the {key.lower()} argument instead")
-        return problems
+        return super().input_problems() + service_problems(
+            slice_shape=self.slice_shape,
+            min_slices=self.min_slices,
+            max_slices=self.max_slices,
+            gcs_bucket=self.gcs_bucket,
+            environment=self.environment,
+        )
 
     def submit_job(self, context: Context) -> JsonValue:
-        limit = self.hook.max_array_size()
-        if limit is not None and int(self.max_slices) > limit:
-            raise PathwaysSpecRejected(
-                f"nothing was submitted: max_slices: {int(self.max_slices)} is more than the cluster's "
-                f"MaxArraySize ({limit}), the most array tasks (slices) one job array can have; lower "
-                "max_slices or ask the cluster's administrators to raise MaxArraySize"
-            )
+        if problem := array_size_problem(self.max_slices, self.hook.max_array_size()):
+            raise PathwaysSpecRejected(f"nothing was submitted: {problem}")
         return super().submit_job(context)
 
     def judgement(self, job: SlurmJob) -> JobJudgement:
@@ -397,13 +136,13 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
         return judgement
 
     def submission_environment(self) -> dict[str, str]:
-        return {
-            **environment_text(self.environment),
-            "SLICE_SHAPE": str(self.slice_shape),
-            "MIN_SLICES": str(int(self.min_slices)),
-            "MAX_SLICES": str(int(self.max_slices)),
-            "GCS_BUCKET": str(self.gcs_bucket),
-        }
+        return service_environment(
+            self.environment,
+            slice_shape=self.slice_shape,
+            min_slices=self.min_slices,
+            max_slices=self.max_slices,
+            gcs_bucket=self.gcs_bucket,
+        )
 
     def _check_arguments(self) -> dict[str, Any]:
         return {
@@ -501,7 +240,7 @@ class PathwaysSlurmServiceOperator(_SlurmJobMixin):
         )
 
 
-class SlurmJobOperator(_SlurmJobMixin):
+class SlurmJobOperator(SlurmJobBaseOperator):
     """
     Submit a batch script (e.g. the Pathways workload) and follow it to its end.
 

@@ -12,7 +12,7 @@ from typing import Any
 from airflow_provider_pathways.slurm.directives import DIRECTIVE_FIELDS
 from airflow_provider_pathways.slurm.options import MAPPED_OPTIONS, check_option, sbatch_option_args
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ARRAY_SPEC = re.compile(r"[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*(%[0-9]+)?")
 _SIMPLE_NAME = re.compile(r"[A-Za-z0-9_.,+@-]+")
 _OPTION_NAME = re.compile(r"[a-z][a-z0-9-]*")
@@ -133,7 +133,7 @@ class SubmitRequest:
             limit_text = str(time_limit)
         env = dict(environment or {})
         for key, value in env.items():
-            if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
+            if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
                 raise ValueError(f"environment variable name {key!r} is not valid (letters, digits, _)")
             if not isinstance(value, str):
                 raise TypeError(f"environment[{key!r}] must be a string, got {type(value).__name__}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_pathways.bucket_names import bucket_name_error
 from airflow_provider_pathways.gke.spec import k8s
 from airflow_provider_pathways.gke.spec.constants import (
     COMPONENT_TYPES,
@@ -37,7 +38,7 @@ def pathways_dir_problem(value: object) -> SpecProblem | None:
     if not isinstance(value, str) or not value.startswith("gs://"):
         return SpecProblem(path, f"{value!r} is not a gs:// URL", fix)
     bucket = value[len("gs://") :].split("/", 1)[0]
-    if reason := k8s.bucket_name_error(bucket):
+    if reason := bucket_name_error(bucket):
         return SpecProblem(path, f"bucket name {bucket!r} in {value!r} {reason}", fix)
     return None
 

@@ -1,0 +1,241 @@
+"""What every Slurm job operator does: submit once, reattach, wait (polling or deferred), judge, cancel."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from airflow.sdk import conf
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+
+from airflow_provider_pathways.failures import FailureClass, PathwaysSpecRejected
+from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.reattach import JobJudgement, Verdict
+from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
+from airflow_provider_pathways.slurm.job_inputs import (
+    environment_problems,
+    environment_text,
+    script_problems,
+)
+from airflow_provider_pathways.slurm.submit import SubmitRequest
+from airflow_provider_pathways.transient import (
+    DEFAULT_OUTAGE_TOLERANCE,
+    validate_outage_tolerance,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk.definitions.context import Context
+    from airflow.triggers.base import BaseTrigger
+    from pydantic import JsonValue
+
+    from airflow_provider_pathways.hooks.slurm import SlurmHook
+    from airflow_provider_pathways.slurm.job import SlurmJob
+
+
+class SlurmJobBaseOperator(ReattachingJobOperator):
+    """Submission, reattachment (``task_state_store``), the wait and cancellation of one Slurm job."""
+
+    external_id_key = "slurm_job_id"
+
+    def __init__(
+        self,
+        *,
+        slurm_conn_id: str = "pathways_slurm_default",
+        script: str | None = None,
+        script_path: str | None = None,
+        environment: Mapping[str, str] | None = None,
+        job_name: str | None = None,
+        partition: str | None = None,
+        account: str | None = None,
+        qos: str | None = None,
+        time_limit: str | int | None = None,
+        working_directory: str | None = None,
+        output_path: str | None = None,
+        sbatch_options: Mapping[str, str] | None = None,
+        requeue: bool | None = None,
+        cancel_on_kill: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_interval: float = 10.0,
+        wait_timeout: float | None = None,
+        preemption_retries: int = DEFAULT_PREEMPTION_RETRIES,
+        outage_tolerance: timedelta | float = DEFAULT_OUTAGE_TOLERANCE,
+        **kwargs: Any,
+    ) -> None:
+        apply_preemption_budget(kwargs, preemption_retries)
+        super().__init__(**kwargs)
+        if poll_interval <= 0:
+            raise ValueError("poll_interval: must be > 0 seconds")
+        self.slurm_conn_id = slurm_conn_id
+        self.script = script
+        self.script_path = script_path
+        self.environment = dict(environment or {})
+        self.job_name = job_name
+        self.partition = partition
+        self.account = account
+        self.qos = qos
+        self.time_limit = time_limit
+        self.working_directory = working_directory
+        self.output_path = output_path
+        self.sbatch_options = dict(sbatch_options or {})
+        self.requeue = requeue
+        self.cancel_on_kill = cancel_on_kill
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.wait_timeout = wait_timeout
+        self.preemption_retries = preemption_retries
+        self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
+        self._job_id: int | None = None
+
+    @cached_property
+    def hook(self) -> SlurmHook:
+        from airflow_provider_pathways.hooks.slurm import SlurmHook
+
+        return SlurmHook(slurm_conn_id=self.slurm_conn_id)
+
+    def submission_environment(self) -> dict[str, str]:
+        """Environment given to the job."""
+        return environment_text(self.environment)
+
+    def input_problems(self) -> list[str]:
+        """Problems with the operator's arguments; checked before anything is submitted."""
+        return script_problems(self.script, self.script_path) + environment_problems(self.environment)
+
+    def submission_request(self, context: Context) -> SubmitRequest:
+        """The submission, every field checked (ValueError/TypeError naming the field)."""
+        return SubmitRequest.build(
+            script=self.script,
+            script_path=self.script_path,
+            job_name=self.job_name or f"{context['ti'].dag_id}.{context['ti'].task_id}",
+            partition=self.partition,
+            account=self.account,
+            qos=self.qos,
+            time_limit=self.time_limit,
+            environment=self.submission_environment(),
+            working_directory=self.working_directory,
+            output=self.output_path,
+            requeue=self.requeue,
+            extra_options=self.sbatch_options,
+        )
+
+    def execute(self, context: Context) -> Any:
+        problems = self.input_problems()
+        if problems:
+            raise PathwaysSpecRejected("nothing was submitted:\n" + "\n".join(f"  {p}" for p in problems))
+        return self.run_job(context)
+
+    def describe_job(self, external_id: JsonValue) -> str:
+        return f"Slurm job {external_id}"
+
+    def submit_job(self, context: Context) -> JsonValue:
+        try:
+            job_id = self.hook.submit_job(self.submission_request(context))
+        except (FileNotFoundError, ValueError, TypeError) as err:
+            raise PathwaysSpecRejected(f"nothing was submitted: {err}") from err
+        self._job_id = job_id
+        self.log.info("Submitted Slurm job %s", job_id)
+        return job_id
+
+    def judge_job(self, external_id: JsonValue, context: Context) -> JobJudgement | None:
+        from airflow_provider_pathways.slurm.errors import SlurmJobLost
+
+        try:
+            job = self.hook.get_job(int(external_id), required=True)  # type: ignore[arg-type]
+        except SlurmJobLost as lost:
+            return JobJudgement.failed(FailureClass.INFRASTRUCTURE, str(lost))
+        assert job is not None
+        self._job_id = job.job_id
+        return self.judgement(job)
+
+    def get_job_or_loss(self, job_id: int) -> tuple[SlurmJob | None, str]:
+        """The job, or None and why its end is unknown (slurmctld forgot it, no accounting)."""
+        from airflow_provider_pathways.slurm.errors import SlurmJobLost
+
+        try:
+            return self.hook.get_job(job_id, required=True), ""
+        except SlurmJobLost as lost:
+            return None, str(lost)
+
+    def judgement(self, job: SlurmJob) -> JobJudgement:
+        """The job's verdict (:func:`~airflow_provider_pathways.slurm.outcome.job_outcome`)."""
+        from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
+
+        outcome, failure, message = job_outcome(job)
+        if outcome is JobOutcome.FAILED:
+            return JobJudgement.failed(failure or FailureClass.UNKNOWN, message)
+        return JobJudgement(Verdict(outcome.value), None, message)
+
+    def discard_job(self, external_id: JsonValue, reason: str, *, wait: bool = False) -> None:
+        self._job_id = int(external_id)  # type: ignore[arg-type]
+        self._cancel(reason)
+
+    def follow_job(self, external_id: JsonValue, context: Context) -> Any:
+        self._job_id = int(external_id)  # type: ignore[arg-type]
+        context["ti"].xcom_push(key="job_id", value=self._job_id)
+        deadline = task_deadline(self, context, self.wait_timeout)
+        if self.deferrable:
+            self.defer(trigger=self.trigger(deadline), method_name="execute_complete")
+        from airflow_provider_pathways.slurm.transient import is_transient
+
+        observed = self.poll(
+            context,
+            deadline,
+            self.look,
+            service=f"Slurm (connection {self.slurm_conn_id!r})",
+            is_transient=is_transient,
+        )
+        return self.finish_job(context, self._job_id, observed)
+
+    def trigger(self, deadline: Deadline) -> BaseTrigger:
+        """The trigger that waits for this job in the triggerer."""
+        raise NotImplementedError
+
+    def trigger_arguments(self, deadline: Deadline) -> dict[str, Any]:
+        """What every Slurm trigger of these operators gets: connection, pace, deadline, kill and
+        outage policy."""
+        return {
+            "slurm_conn_id": self.slurm_conn_id,
+            "poll_interval": self.poll_interval,
+            "deadline": deadline.at,
+            "deadline_reason": deadline.reason,
+            "cancel_on_kill": self.cancel_on_kill,
+            "outage_tolerance": self.outage_tolerance,
+        }
+
+    def look(self) -> Any:
+        """One look at the job for the polling wait: an observation when the wait is over, else None."""
+        raise NotImplementedError
+
+    def give_up(self, context: Context, reason: str | None) -> NoReturn:
+        """The wait ran out of time: cancel the job (with ``cancel_on_kill``) and fail the try."""
+        if self.cancel_on_kill:
+            self._cancel("the wait timed out")
+            self.forget_job(context)
+        what = f"Slurm job {self._job_id} was not {self.waiting_for}"
+        if reason == "execution_timeout":
+            raise AirflowTaskTimeout(f"{what} within the task's execution_timeout ({self.execution_timeout})")
+        raise AirflowException(f"{what} within wait_timeout ({self.wait_timeout}s)")
+
+    waiting_for = "done"
+
+    def resume(self, context: Context, event: dict[str, Any]) -> None:
+        """Common checks when the trigger fired: the job id back, timeouts and trigger errors."""
+        self._job_id = int(context["ti"].xcom_pull(task_ids=self.task_id, key="job_id"))
+        if event.get("status") == "timeout":
+            self.give_up(context, event.get("reason"))
+        if event.get("status") == "error":
+            raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
+
+    def _cancel(self, reason: str) -> None:
+        if self._job_id is None:
+            return
+        cancelled = self.hook.cancel_job(self._job_id)
+        self.log.info(
+            "Slurm job %s %s (%s)", self._job_id, "cancelled" if cancelled else "had already ended", reason
+        )
+
+    def on_kill(self) -> None:
+        """Cancel the job when the running task is killed; harmless if it already ended."""
+        if self.cancel_on_kill:
+            self._cancel("task killed")
