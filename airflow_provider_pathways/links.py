@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from airflow.sdk import BaseOperatorLink
@@ -54,3 +54,33 @@ class CloudLoggingLink(_XComLink):
     """Cloud Logging query for the Pathways job's containers."""
 
     name = "Cloud Logging"
+
+
+def push_console_links(
+    ti: Any,
+    *,
+    project: str | None,
+    cluster: str | None,
+    location: str | None,
+    namespace: str,
+    name: str,
+    head_job: str,
+) -> None:
+    """Store both links' URLs in XCom for the UI; nothing when project, cluster or location is unknown."""
+    if not (project and cluster and location):
+        return
+    ti.xcom_push(
+        key=GKEWorkloadLink().xcom_key,
+        value=gke_workload_url(
+            project=project,
+            location=location,
+            cluster=cluster,
+            namespace=namespace,
+            name=name,
+            head_job=head_job,
+        ),
+    )
+    ti.xcom_push(
+        key=CloudLoggingLink().xcom_key,
+        value=cloud_logging_url(project=project, cluster=cluster, namespace=namespace, name=name),
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 from airflow_provider_pathways.gke.resources import JobKind
+from airflow_provider_pathways.gke.status import PathwaysJobStatus, Phase
 
 
 class WaitUntil(str, Enum):
@@ -25,3 +26,25 @@ def validate_wait_arguments(*, name: str, wait_until: str, min_slices: int | Non
         raise ValueError(f"min_slices: {min_slices!r} must be an integer >= 1")
     if kind not in {k.value for k in JobKind}:
         raise ValueError(f"kind: {kind!r} must be 'PathwaysJob' or 'JobSet'")
+
+
+def wait_is_over(
+    status: PathwaysJobStatus, *, wait_until: str, min_slices: int | None, fail_on_suspend: bool
+) -> bool:
+    """The wait ends: the job ended, or was suspended (with ``fail_on_suspend``), or, waiting for
+    ``ready``, has ``min_slices`` (default: all) slices ready."""
+    if status.terminal:
+        return True
+    if status.phase is Phase.SUSPENDED:
+        return fail_on_suspend
+    need = min_slices or status.slices_total
+    return wait_until == WaitUntil.READY.value and need > 0 and status.ready_for(need)
+
+
+def wait_succeeded(status: PathwaysJobStatus, wait_until: str) -> bool:
+    """The wait's success: the job succeeded or, when the wait is not for its end, it is alive
+    and not suspended."""
+    if status.phase is Phase.SUCCEEDED:
+        return True
+    waits_for_end = wait_until == WaitUntil.FINISHED.value
+    return not waits_for_end and not status.terminal and status.phase is not Phase.SUSPENDED

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow.sdk import BaseOperator, conf
+from airflow.sdk import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
-from airflow_provider_pathways.gke.naming import airflow_labels, default_job_name
+from airflow_provider_pathways.gke.judgement import REATTACHABLE_PHASES, judge_status
 from airflow_provider_pathways.gke.resources import JobKind, proxy_address
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec, PathwaysSpecError
 from airflow_provider_pathways.gke.status import (
@@ -22,13 +21,23 @@ from airflow_provider_pathways.gke.status import (
     Phase,
     format_duration,
 )
-from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments
-from airflow_provider_pathways.links import (
-    CloudLoggingLink,
-    GKEWorkloadLink,
-    cloud_logging_url,
-    gke_workload_url,
+from airflow_provider_pathways.gke.task_spec import (
+    TaskIdentity,
+    load_spec,
+    manifest_for,
+    min_slices_problem,
+    owned_by_task,
+    place_spec,
+    required_slices,
 )
+from airflow_provider_pathways.gke.wait import (
+    WaitUntil,
+    validate_wait_arguments,
+    wait_is_over,
+    wait_succeeded,
+)
+from airflow_provider_pathways.links import CloudLoggingLink, GKEWorkloadLink, push_console_links
+from airflow_provider_pathways.operators.delete_pathways_job import DeletePathwaysJobOperator
 from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
 from airflow_provider_pathways.reattach import JobJudgement
 from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
@@ -44,10 +53,10 @@ if TYPE_CHECKING:
     from airflow_provider_pathways.gke.job_objects import StatusOptions
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
+
+__all__ = ["DeletePathwaysJobOperator", "PathwaysJobOperator"]
+
 DELETE_EVENTS = frozenset({"success", "failure", "kill"})
-_ACTIVE_PHASES = frozenset({Phase.PENDING, Phase.QUEUED, Phase.STARTING, Phase.RUNNING, Phase.SUSPENDED})
-QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 def _seconds(value: timedelta | float | None) -> float | None:
@@ -221,62 +230,37 @@ class PathwaysJobOperator(ReattachingJobOperator):
 
     def build_spec(self, context: Context) -> PathwaysJobSpec:
         """The validated spec with name, namespace and task labels filled in; nothing is sent yet."""
+        ti = context["ti"]
+        task = TaskIdentity(
+            ti.dag_id, ti.task_id, ti.run_id, ti.map_index if ti.map_index is not None else -1
+        )
         try:
-            if isinstance(self.job, PathwaysJobSpec):
-                spec = self.job
-            elif isinstance(self.job, Mapping):
-                spec = PathwaysJobSpec.from_dict(dict(self.job))
-            elif isinstance(self.job, str):
-                spec = PathwaysJobSpec.from_yaml(self.job)
-            else:
-                raise PathwaysSpecRejected(
-                    f"job: expected a PathwaysJobSpec, a dict or YAML text, got {type(self.job).__name__}"
-                )
-            ti = context["ti"]
-            map_index = ti.map_index if ti.map_index is not None else -1
-            name = self.name or spec.name or default_job_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
-            namespace = self.namespace or spec.namespace or self.hook.resolve_namespace(None)
-            labels = {
-                **(spec.labels or {}),
-                **airflow_labels(ti.dag_id, ti.task_id, ti.run_id, map_index),
-                **self.labels,
-            }
-            if self.queue_name:
-                labels[QUEUE_NAME_LABEL] = self.queue_name
-            if self.priority_class:
-                labels[PRIORITY_CLASS_LABEL] = self.priority_class
-            annotations = {**(spec.annotations or {}), **self.annotations}
-            spec = dataclasses.replace(
-                spec, name=name, namespace=namespace, labels=labels, annotations=annotations
+            spec = load_spec(self.job)
+            spec = place_spec(
+                spec,
+                task,
+                name=self.name,
+                namespace=self.namespace or spec.namespace or self.hook.resolve_namespace(None),
+                labels=self.labels,
+                annotations=self.annotations,
+                queue_name=self.queue_name,
+                priority_class=self.priority_class,
             )
             if self.validate_spec:
                 spec.validate(kind=self.kind)
+        except TypeError as err:
+            raise PathwaysSpecRejected(str(err)) from err
         except PathwaysSpecError as err:
             raise PathwaysSpecRejected(f"the job spec is invalid, nothing was submitted:\n{err}") from err
-        min_slices = self.required_slices(spec)
-        if not 1 <= min_slices <= spec.workers.num_slices:
-            raise PathwaysSpecRejected(
-                f"min_slices: {min_slices} must be between 1 and numSlices ({spec.workers.num_slices})"
-            )
+        if problem := min_slices_problem(spec, self.min_slices):
+            raise PathwaysSpecRejected(problem)
         return spec
 
     def required_slices(self, spec: PathwaysJobSpec) -> int:
-        if self.min_slices is not None:
-            return int(self.min_slices)
-        return spec.workers.num_slices - (spec.controller.elastic_slices or 0)
-
-    def _manifest(self) -> dict[str, Any]:
-        if self.kind == JobKind.JOBSET.value:
-            return self.spec.to_jobset()
-        return self.spec.to_pathwaysjob()
+        return required_slices(spec, self.min_slices)
 
     def _identity(self) -> dict[str, JsonValue]:
         return {"name": self.spec.name or "", "namespace": self.spec.namespace or "", "kind": self.kind}
-
-    def _owned_by_this_task(self, obj: Mapping[str, Any]) -> bool:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        ours = {k: v for k, v in (self.spec.labels or {}).items() if k.startswith("airflow.apache.org/")}
-        return all(labels.get(k) == v for k, v in ours.items())
 
     def _delete(self, reason: str) -> None:
         name, namespace = self._job_name, self._job_namespace
@@ -296,30 +280,15 @@ class PathwaysJobOperator(ReattachingJobOperator):
         ti.xcom_push(key="proxy_address", value=proxy_address(spec.name or "", self.head_replicated_job))
         ti.xcom_push(key="pathways_dir", value=spec.pathways_dir)
         conn_project, conn_cluster, conn_location = self.hook.console_location()
-        project = self.gcp_project or conn_project
-        cluster = self.gke_cluster or conn_cluster
-        location = self.gke_location or conn_location
-        if project and cluster and location:
-            ti.xcom_push(
-                key=GKEWorkloadLink().xcom_key,
-                value=gke_workload_url(
-                    project=project,
-                    location=location,
-                    cluster=cluster,
-                    namespace=spec.namespace or "",
-                    name=spec.name or "",
-                    head_job=self.head_replicated_job,
-                ),
-            )
-            ti.xcom_push(
-                key=CloudLoggingLink().xcom_key,
-                value=cloud_logging_url(
-                    project=project,
-                    cluster=cluster,
-                    namespace=spec.namespace or "",
-                    name=spec.name or "",
-                ),
-            )
+        push_console_links(
+            ti,
+            project=self.gcp_project or conn_project,
+            cluster=self.gke_cluster or conn_cluster,
+            location=self.gke_location or conn_location,
+            namespace=spec.namespace or "",
+            name=spec.name or "",
+            head_job=self.head_replicated_job,
+        )
 
     # ---- execution --------------------------------------------------------------------------
 
@@ -336,7 +305,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
         from kubernetes.client import ApiException
 
         name, namespace = self.spec.name or "", self.spec.namespace or ""
-        manifest = self._manifest()
+        manifest = manifest_for(self.spec, self.kind)
         try:
             created = self.hook.create_job(manifest, namespace)
             self.log.info(
@@ -348,13 +317,13 @@ class PathwaysJobOperator(ReattachingJobOperator):
             if err.status != 409:
                 raise
             existing = self.hook.get_object(JobKind(self.kind).resource, name, namespace)
-            if existing is None or not self._owned_by_this_task(existing):
+            if existing is None or not owned_by_task(existing, self.spec):
                 raise AirflowFailException(
                     f"name: a {self.kind} named {namespace}/{name} already exists and was not created by "
                     "this task instance; pass another name or delete it"
                 ) from err
             status = self.hook.get_status(name, namespace, self.status_options)
-            if status.phase in _ACTIVE_PHASES and status.phase is not Phase.SUSPENDED:
+            if status.phase in REATTACHABLE_PHASES:
                 self.log.info(
                     "Reattaching to %s %s/%s, created by an earlier try of this task instance",
                     self.kind,
@@ -383,13 +352,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
             return None
         status = self.hook.get_status(self.spec.name or "", self.spec.namespace or "", self.status_options)
         self._status = status
-        if status.phase is Phase.SUCCEEDED:
-            return JobJudgement.succeeded(status.message)
-        if status.phase is Phase.DELETED:
-            return JobJudgement.failed(FailureClass.INFRASTRUCTURE, status.message)
-        if status.terminal:
-            return JobJudgement.failed(status.failure or FailureClass.UNKNOWN, status.message)
-        return JobJudgement.active(status.progress())
+        return judge_status(status)
 
     def discard_job(self, external_id: JsonValue, reason: str, *, wait: bool = False) -> None:
         self._delete(reason)
@@ -436,13 +399,6 @@ class PathwaysJobOperator(ReattachingJobOperator):
             method_name="execute_complete",
         )
 
-    def _done(self, status: PathwaysJobStatus) -> bool:
-        if status.terminal:
-            return True
-        if status.phase is Phase.SUSPENDED:
-            return self.fail_on_suspend
-        return self.wait_until == WaitUntil.READY.value and status.ready_for(self.required_slices(self.spec))
-
     def _poll(self, context: Context, deadline: Deadline) -> PathwaysJobStatus:
         from airflow_provider_pathways.hooks.kubernetes_errors import is_transient
 
@@ -457,7 +413,12 @@ class PathwaysJobOperator(ReattachingJobOperator):
             if status != last[0]:
                 self.log.info("%s", status.progress(need))
                 last[0] = status
-            if self._done(status):
+            if wait_is_over(
+                status,
+                wait_until=self.wait_until,
+                min_slices=self.required_slices(self.spec),
+                fail_on_suspend=self.fail_on_suspend,
+            ):
                 return status
             queued_for = status.queued_for()
             if self.queue_timeout is not None and queued_for is not None and queued_for >= self.queue_timeout:
@@ -537,12 +498,6 @@ class PathwaysJobOperator(ReattachingJobOperator):
             "status": status.to_dict(),
         }
 
-    def _succeeded(self, status: PathwaysJobStatus) -> bool:
-        if status.phase is Phase.SUCCEEDED:
-            return True
-        waits_for_end = self.wait_until == WaitUntil.FINISHED.value
-        return not waits_for_end and not status.terminal and status.phase is not Phase.SUSPENDED
-
     def finish_job(
         self, context: Context, external_id: JsonValue, observed: PathwaysJobStatus | None = None
     ) -> dict[str, Any]:
@@ -557,7 +512,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
         if status.terminal:
             self._log_program_tail(status)
         context["ti"].xcom_push(key="status", value=status.to_dict())
-        if self._succeeded(status):
+        if wait_succeeded(status, self.wait_until):
             if status.phase is Phase.SUCCEEDED and "success" in self.delete_on:
                 self._delete("succeeded")
             return self._result(status)
@@ -576,68 +531,3 @@ class PathwaysJobOperator(ReattachingJobOperator):
         """Delete the job when the running task is killed (always while queued); harmless if gone."""
         if "kill" in self.delete_on or self._is_queued():
             self._delete("task killed")
-
-
-class DeletePathwaysJobOperator(BaseOperator):
-    """
-    Delete a PathwaysJob or JobSet and what it owns; succeeds when it is already gone.
-
-    Meant as a teardown task (``.as_teardown()``).
-
-    :param job_name: the job's name (templated, e.g. from the creating task's XCom).
-    :param namespace: its namespace; default: the connection's, then ``default``.
-    :param kind: ``PathwaysJob`` or ``JobSet``.
-    :param wait_for_deletion: wait until the object is gone.
-    :param deletion_timeout: seconds to wait.
-    """
-
-    template_fields: Sequence[str] = ("job_name", "namespace", "kubernetes_conn_id")
-    ui_color = "#fce8e6"
-
-    def __init__(
-        self,
-        *,
-        job_name: str,
-        namespace: str | None = None,
-        kind: str = JobKind.PATHWAYS_JOB.value,
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        cluster_context: str | None = None,
-        config_file: str | None = None,
-        in_cluster: bool | None = None,
-        wait_for_deletion: bool = True,
-        deletion_timeout: float = 300.0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        if kind not in {k.value for k in JobKind}:
-            raise ValueError(f"kind: {kind!r} must be 'PathwaysJob' or 'JobSet'")
-        self.job_name = job_name
-        self.namespace = namespace
-        self.kind = kind
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.cluster_context = cluster_context
-        self.config_file = config_file
-        self.in_cluster = in_cluster
-        self.wait_for_deletion = wait_for_deletion
-        self.deletion_timeout = deletion_timeout
-
-    @cached_property
-    def hook(self) -> PathwaysJobHook:
-        from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-
-        return PathwaysJobHook.for_task(self)
-
-    def execute(self, context: Context) -> bool:
-        if not self.job_name:
-            raise AirflowFailException("job_name: empty; pass the name of the job to delete")
-        namespace = self.hook.resolve_namespace(self.namespace)
-        kind = JobKind(self.kind)
-        deleted = self.hook.delete_job(self.job_name, namespace, kind)
-        if not deleted:
-            self.log.info("%s %s/%s is already gone", self.kind, namespace, self.job_name)
-            return False
-        self.log.info("Deleting %s %s/%s", self.kind, namespace, self.job_name)
-        if self.wait_for_deletion:
-            self.hook.wait_until_deleted(self.job_name, namespace, kind, self.deletion_timeout)
-            self.log.info("%s %s/%s is gone", self.kind, namespace, self.job_name)
-        return True

@@ -13,7 +13,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_pathways.gke.resources import JobKind
 from airflow_provider_pathways.gke.status import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB, Phase
-from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments
+from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments, wait_is_over
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     OutageTooLong,
@@ -134,12 +134,12 @@ class PathwaysJobTrigger(BaseTrigger):
         return PathwaysJobHook.for_task(self)
 
     def _done(self, status: PathwaysJobStatus) -> bool:
-        if status.terminal:
-            return True
-        if status.phase is Phase.SUSPENDED:
-            return self.fail_on_suspend
-        need = self.min_slices or status.slices_total
-        return self.wait_until == WaitUntil.READY.value and need > 0 and status.ready_for(need)
+        return wait_is_over(
+            status,
+            wait_until=self.wait_until,
+            min_slices=self.min_slices,
+            fail_on_suspend=self.fail_on_suspend,
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         event = await self._wait()
