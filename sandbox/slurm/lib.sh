@@ -23,8 +23,21 @@ SLURM_SANDBOX_REST_API_VERSIONS=v0.0.38,v0.0.37,v0.0.36
 SLURM_SANDBOX_PARTITION_DEFAULT="batch"
 SLURM_SANDBOX_PARTITION_PREEMPTIBLE=preemptible
 SLURM_SANDBOX_PARTITION_HIGH=high
+# A second node (a second slurmd on this machine) with partitions of its own, for tests that need
+# a node to themselves: preemption, a node failure. Nothing else is submitted there.
+SLURM_SANDBOX_ISOLATED_CPUS=${SANDBOX_SLURM_ISOLATED_CPUS:-8}
+SLURM_SANDBOX_ISOLATED_SLURMD_PORT=${SANDBOX_ISOLATED_SLURMD_PORT:-6819}
+SLURM_SANDBOX_PARTITION_ISOLATED=isolated
+SLURM_SANDBOX_PARTITION_ISOLATED_PREEMPTIBLE=isolated-preemptible
+SLURM_SANDBOX_PARTITION_ISOLATED_HIGH=isolated-high
 SLURM_SANDBOX_ETC_SLURM_CONF=/etc/slurm/slurm.conf
 SLURM_SANDBOX_MARKER=.pathways-slurm-sandbox
+# One per machine, like the ports: which state dirs host sandboxes ran from (so that one left by a
+# deleted checkout is still found), the munged the sandbox started, locks. Emptied at boot (/run), as
+# the processes it describes are.
+SANDBOX_RUN_DIR=${PATHWAYS_SANDBOX_RUN_DIR:-/run/pathways-sandbox}
+SANDBOX_HOST_STATES=$SANDBOX_RUN_DIR/slurm-host-states
+SANDBOX_MUNGE_MARKER=$SANDBOX_RUN_DIR/munged.started-by-sandbox
 
 log() { printf '[slurm-sandbox] %s\n' "$*" >&2; }
 die() {
@@ -46,7 +59,8 @@ sandbox_resolve_state_dir() {
 sandbox_check_settings() {
 	local name
 	for name in SLURM_SANDBOX_CPUS SLURM_SANDBOX_REAL_MEMORY SLURM_SANDBOX_CTLD_PORT SLURM_SANDBOX_SLURMD_PORT \
-		SLURM_SANDBOX_REST_PORT SLURM_SANDBOX_SSH_PORT SLURM_SANDBOX_JWT_LIFESPAN SLURM_SANDBOX_TIMEOUT; do
+		SLURM_SANDBOX_REST_PORT SLURM_SANDBOX_SSH_PORT SLURM_SANDBOX_JWT_LIFESPAN SLURM_SANDBOX_TIMEOUT \
+		SLURM_SANDBOX_ISOLATED_CPUS SLURM_SANDBOX_ISOLATED_SLURMD_PORT; do
 		[[ ${!name} =~ ^[1-9][0-9]{0,6}$ ]] || die "$name must be a positive integer, got '${!name}'"
 	done
 	for name in SLURM_SANDBOX_USER SLURM_SANDBOX_REST_SYSUSER SLURM_SANDBOX_CLUSTER_NAME; do
@@ -67,8 +81,14 @@ sandbox_paths() {
 	TOKEN_FILE=$JWTDIR/$SLURM_SANDBOX_USER.token
 	USER_HOME=${SANDBOX_SLURM_USER_HOME:-$STATE/home/$SLURM_SANDBOX_USER}
 	SCRIPTS_DIR=$USER_HOME/pathways/bin
+	NODE_NAME=$(hostname -s)
+	[[ $NODE_NAME =~ ^[A-Za-z0-9][A-Za-z0-9-]*$ ]] || die "unsupported host name '$NODE_NAME'"
+	ISOLATED_NODE=$NODE_NAME-isolated
 	CTLD_PID=$RUN/slurmctld.pid
-	SLURMD_PID=$RUN/slurmd.pid
+	# One slurmd per node (SlurmdPidFile=$RUN/slurmd-%n.pid); slurmd.pid is an older layout's.
+	SLURMD_PID=$RUN/slurmd-$NODE_NAME.pid
+	ISOLATED_SLURMD_PID=$RUN/slurmd-$ISOLATED_NODE.pid
+	LEGACY_SLURMD_PID=$RUN/slurmd.pid
 	REST_PID=$RUN/slurmrestd.pid
 	SSHD_PID=$RUN/sshd.pid
 	SSHD_CONFIG=$SSHDIR/sshd_config
@@ -77,8 +97,6 @@ sandbox_paths() {
 	KNOWN_HOSTS=$SSHDIR/known_hosts
 	AUTH_KEYS_DIR=$SSHDIR/authorized_keys
 	MUNGE_MARKER=$RUN/munged.started-by-sandbox
-	NODE_NAME=$(hostname -s)
-	[[ $NODE_NAME =~ ^[A-Za-z0-9][A-Za-z0-9-]*$ ]] || die "unsupported host name '$NODE_NAME'"
 	export SLURM_CONF=$SLURM_CONF_FILE
 }
 
@@ -123,27 +141,151 @@ port_open() {
 	timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
 }
 
-# sandbox_stop_daemons STATE_DIR: stop the slurmrestd, sshd, slurmd and slurmctld recorded in
-# STATE_DIR/run (only processes whose pid file, name and command line match).
-sandbox_stop_daemons() {
-	local dir=$1 pid
-	if pid=$(pid_of "$dir/run/slurmrestd.pid" slurmrestd); then
-		log "stopping slurmrestd (pid $pid)"
-		stop_pid "$pid" slurmrestd
+# wait_all_gone SECONDS PID...: wait until none of the processes runs; false at the deadline.
+wait_all_gone() {
+	local end=$((SECONDS + $1)) pid
+	shift
+	while :; do
+		for pid in "$@"; do
+			alive "$pid" && break
+			pid=
+		done
+		[[ -z $pid ]] && return 0
+		((SECONDS < end)) || return 1
+		sleep 0.1
+	done
+}
+
+# stop_pids NAME PID...: SIGTERM them all, SIGKILL what still runs after 15 s.
+stop_pids() {
+	local name=$1 pid
+	shift
+	(($#)) || return 0
+	kill -TERM "$@" 2>/dev/null || true
+	wait_all_gone 15 "$@" && return 0
+	for pid in "$@"; do
+		if alive "$pid"; then
+			log "$name (pid $pid) ignored SIGTERM; sending SIGKILL"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	done
+	wait_all_gone 5 "$@" || log "$name: pids $* still there after SIGKILL"
+}
+
+# sandbox_record_host_state DIR: remember (machine-wide) that a host sandbox runs from DIR.
+sandbox_record_host_state() {
+	mkdir -p -- "$SANDBOX_RUN_DIR"
+	grep -qxF -- "$1" "$SANDBOX_HOST_STATES" 2>/dev/null || printf '%s\n' "$1" >>"$SANDBOX_HOST_STATES"
+}
+
+# sandbox_host_state_dirs: every state dir a host sandbox may run from on this machine, whether or
+# not it still exists: STATE (if set), the one /etc/slurm/slurm.conf points at, the recorded ones.
+sandbox_host_state_dirs() {
+	{
+		[[ -n ${STATE:-} ]] && printf '%s\n' "$STATE"
+		if [[ -L $SLURM_SANDBOX_ETC_SLURM_CONF ]]; then
+			dirname -- "$(dirname -- "$(readlink -- "$SLURM_SANDBOX_ETC_SLURM_CONF")")"
+		fi
+		if [[ -r $SANDBOX_HOST_STATES ]]; then cat -- "$SANDBOX_HOST_STATES"; fi
+	} | awk 'NF && !seen[$0]++'
+}
+
+# sandbox_host_processes DIR: "NAME PID" of every process of the host sandbox that ran from DIR, also
+# when DIR is gone: its daemons (their configuration file, under DIR, is on their command line), job
+# steps and job processes (SLURM_CONF=DIR/etc/slurm.conf in their environment, plus a job id for
+# jobs), and the SSH sessions of its sshd. Nothing else: a shell that sourced slurm.env has no job id.
+sandbox_host_processes() {
+	local dir=$1 proc pid comm cmdline sshd=()
+	local conf="$dir/etc/slurm.conf" sshd_config="$dir/ssh/sshd_config"
+	for proc in /proc/[0-9]*; do
+		pid=${proc#/proc/}
+		[[ $(readlink "$proc/root" 2>/dev/null) == / ]] || continue
+		comm=$(cat "$proc/comm" 2>/dev/null) || continue
+		grep -q '^State:[[:space:]]*[ZX]' "$proc/status" 2>/dev/null && continue
+		case $comm in
+		slurmctld | slurmd | slurmrestd)
+			cmdline=$(tr '\0' ' ' <"$proc/cmdline" 2>/dev/null) || continue
+			[[ " $cmdline" == *" $conf "* ]] && printf '%s %s\n' "$comm" "$pid"
+			;;
+		sshd)
+			cmdline=$(tr '\0' ' ' <"$proc/cmdline" 2>/dev/null) || continue
+			if [[ " $cmdline" == *" $sshd_config "* ]]; then
+				printf '%s %s\n' "$comm" "$pid"
+				sshd+=("$pid")
+			fi
+			;;
+		*)
+			grep -qzxF -- "SLURM_CONF=$conf" "$proc/environ" 2>/dev/null || continue
+			if [[ $comm == slurmstepd ]]; then
+				printf '%s %s\n' "$comm" "$pid"
+			elif grep -qz '^SLURM_JOB_ID=' "$proc/environ" 2>/dev/null; then
+				printf 'job %s\n' "$pid"
+			fi
+			;;
+		esac
+	done
+	# The sessions of its sshd (privileged and user processes, named "sshd: USER ...").
+	if ((${#sshd[@]})); then
+		for proc in /proc/[0-9]*; do
+			pid=${proc#/proc/}
+			[[ $(cat "$proc/comm" 2>/dev/null) == sshd ]] || continue
+			local ppid
+			ppid=$(awk '{ sub(/.*\) /, ""); print $2 }' "$proc/stat" 2>/dev/null) || continue
+			for comm in "${sshd[@]}"; do
+				[[ $ppid == "$comm" ]] && printf 'sshd-session %s\n' "$pid"
+			done
+		done
 	fi
-	if pid=$(pid_of "$dir/run/sshd.pid" sshd "$dir/ssh/sshd_config"); then
-		log "stopping sshd (pid $pid)"
-		stop_pid "$pid" sshd
+	return 0
+}
+
+# sandbox_stop_host DIR: stop everything of the host sandbox that ran from DIR (sandbox_host_processes):
+# the daemons (slurmrestd and sshd first), then the job steps and jobs that outlive slurmd. Jobs are
+# not cancelled here (down.sh cancels its own cluster's while slurmctld answers); slurmstepd ignores
+# SIGTERM, so what remains gets SIGKILL.
+sandbox_stop_host() {
+	local dir=$1 name pid front=() back=() rest=()
+	while read -r name pid; do
+		case $name in
+		slurmrestd | sshd | sshd-session) front+=("$pid") ;;
+		slurmctld | slurmd) back+=("$pid") ;;
+		esac
+	done < <(sandbox_host_processes "$dir")
+	if ((${#front[@]} + ${#back[@]})); then
+		log "stopping the Slurm sandbox of $dir (pids ${front[*]} ${back[*]})"
 	fi
-	if pid=$(pid_of "$dir/run/slurmd.pid" slurmd); then
-		log "stopping slurmd (pid $pid)"
-		stop_pid "$pid" slurmd
+	stop_pids "slurmrestd/sshd" "${front[@]}"
+	stop_pids "slurmctld/slurmd" "${back[@]}"
+	while read -r name pid; do
+		rest+=("$pid")
+	done < <(sandbox_host_processes "$dir")
+	if ((${#rest[@]})); then
+		log "killing what the Slurm sandbox of $dir left running (pids ${rest[*]})"
+		kill -KILL "${rest[@]}" 2>/dev/null || true
+		wait_all_gone 10 "${rest[@]}" || log "pids ${rest[*]} still there after SIGKILL"
 	fi
-	if pid=$(pid_of "$dir/run/slurmctld.pid" slurmctld); then
-		log "stopping slurmctld (pid $pid)"
-		stop_pid "$pid" slurmctld
+	if [[ -d $dir/run ]]; then
+		rm -f -- "$dir/run/slurmrestd.pid" "$dir/run/sshd.pid" "$dir/run/slurmctld.pid" "$dir/run"/slurmd*.pid
 	fi
-	rm -f -- "$dir/run/slurmrestd.pid" "$dir/run/sshd.pid" "$dir/run/slurmd.pid" "$dir/run/slurmctld.pid"
+}
+
+# sandbox_cancel_all_jobs MESSAGE [COMMAND PREFIX...]: cancel every job of the cluster (scancel takes
+# one partition only, so by job id), logging MESSAGE if there is any.
+sandbox_cancel_all_jobs() {
+	local message=$1 ids
+	shift
+	ids=$("$@" squeue -h -o %A 2>/dev/null | sort -u | tr '\n' ' ') || true
+	[[ -n ${ids// /} ]] || return 0
+	log "$message"
+	# shellcheck disable=SC2086 # job ids, split on purpose
+	"$@" scancel $ids 2>/dev/null || true
+}
+
+# sandbox_port_holder PORT: who listens on PORT (for error messages).
+sandbox_port_holder() {
+	if command -v ss >/dev/null; then
+		ss -Hltnp "sport = :$1" 2>/dev/null | sed -nE 's/.*users:\(\((.*)\)\).*/\1/p' | head -n 1
+	fi
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -156,15 +298,17 @@ SLURM_SANDBOX_CHROOT_VERSIONS=(24.11 26.05)
 SLURM_SANDBOX_CHROOT_BASE=${SANDBOX_CHROOT_DIR:-/var/lib/pathways-slurm-sandbox}
 
 # sandbox_version_settings VERSION: the Debian suite, ports and features of one chroot cluster.
-#   V_SUITE, V_SCRIPT (debootstrap's suite script), V_CTLD_PORT, V_SLURMD_PORT, V_DBD_PORT,
-#   V_REST_PORT, V_SSH_PORT, V_ACCOUNTING (1: slurmdbd + MariaDB), V_MIN_JOB_AGE, V_CLUSTER,
-#   V_ROOT (the chroot), V_STATE (state dir, bound into the chroot at the same path).
+#   V_SUITE, V_SCRIPT (debootstrap's suite script), V_CTLD_PORT, V_SLURMD_PORT (and
+#   V_ISOLATED_SLURMD_PORT, the isolated node's), V_DBD_PORT, V_REST_PORT, V_SSH_PORT, V_ACCOUNTING
+#   (1: slurmdbd + MariaDB), V_MIN_JOB_AGE, V_CLUSTER, V_ROOT (the chroot), V_STATE (state dir,
+#   bound into the chroot at the same path).
 sandbox_version_settings() {
 	case $1 in
 	24.11)
 		# Debian 13 "trixie": Slurm 24.11.5, slurmrestd v0.0.40-v0.0.42.
 		V_SUITE=trixie V_SCRIPT=trixie
 		V_CTLD_PORT=6827 V_SLURMD_PORT=6828 V_DBD_PORT=6829 V_REST_PORT=6830 V_SSH_PORT=2232
+		V_ISOLATED_SLURMD_PORT=6831
 		V_ACCOUNTING=1
 		V_MIN_JOB_AGE=${SANDBOX_MIN_JOB_AGE:-10}
 		;;
@@ -173,6 +317,7 @@ sandbox_version_settings() {
 		# forky script; its sid script fits.
 		V_SUITE=forky V_SCRIPT=sid
 		V_CTLD_PORT=6837 V_SLURMD_PORT=6838 V_DBD_PORT=6839 V_REST_PORT=6840 V_SSH_PORT=2242
+		V_ISOLATED_SLURMD_PORT=6841
 		V_ACCOUNTING=0
 		V_MIN_JOB_AGE=${SANDBOX_MIN_JOB_AGE:-30}
 		;;

@@ -37,6 +37,7 @@ done
 
 PYTHON=/usr/bin/python3
 NODE_NAME=$(hostname -s)
+ISOLATED_NODE=$NODE_NAME-isolated
 
 # in_root CMD...: run a command inside the current version's chroot (clean environment).
 in_root() {
@@ -65,7 +66,10 @@ version_paths() {
 	JWT_KEY=$ETC/jwt_hs256.key
 	TOKEN_FILE=$JWTDIR/$SLURM_SANDBOX_USER.token
 	CTLD_PID=$RUN/slurmctld.pid
-	SLURMD_PID=$RUN/slurmd.pid
+	# One slurmd per node (SlurmdPidFile=$RUN/slurmd-%n.pid); slurmd.pid is an older layout's.
+	SLURMD_PID=$RUN/slurmd-$NODE_NAME.pid
+	ISOLATED_SLURMD_PID=$RUN/slurmd-$ISOLATED_NODE.pid
+	LEGACY_SLURMD_PID=$RUN/slurmd.pid
 	DBD_PID=$RUN/slurmdbd.pid
 	REST_PID=$RUN/slurmrestd.pid
 	SSHD_PID=$RUN/sshd.pid
@@ -228,11 +232,12 @@ CredType=cred/munge
 AuthAltTypes=auth/jwt
 AuthAltParameters=jwt_key=$JWT_KEY
 StateSaveLocation=$SPOOL/slurmctld
-SlurmdSpoolDir=$SPOOL/slurmd
+# Two slurmd, one per node: %n is the node's name.
+SlurmdSpoolDir=$SPOOL/slurmd-%n
 SlurmctldPidFile=$CTLD_PID
-SlurmdPidFile=$SLURMD_PID
+SlurmdPidFile=$RUN/slurmd-%n.pid
 SlurmctldLogFile=$LOGS/slurmctld.log
-SlurmdLogFile=$LOGS/slurmd.log
+SlurmdLogFile=$LOGS/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
@@ -261,6 +266,11 @@ NodeName=$NODE_NAME NodeAddr=$SLURM_SANDBOX_HOST NodeHostname=$NODE_NAME CPUs=$S
 PartitionName=$SLURM_SANDBOX_PARTITION_DEFAULT Nodes=$NODE_NAME Default=YES PriorityTier=1 MaxTime=INFINITE State=UP
 PartitionName=$SLURM_SANDBOX_PARTITION_PREEMPTIBLE Nodes=$NODE_NAME PriorityTier=1 PreemptMode=CANCEL MaxTime=INFINITE State=UP
 PartitionName=$SLURM_SANDBOX_PARTITION_HIGH Nodes=$NODE_NAME PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP
+# The isolated node: the same three tiers, for tests that need a node to themselves.
+NodeName=$ISOLATED_NODE NodeAddr=$SLURM_SANDBOX_HOST NodeHostname=$NODE_NAME Port=$V_ISOLATED_SLURMD_PORT CPUs=$SLURM_SANDBOX_ISOLATED_CPUS RealMemory=$SLURM_SANDBOX_REAL_MEMORY State=UNKNOWN
+PartitionName=$SLURM_SANDBOX_PARTITION_ISOLATED Nodes=$ISOLATED_NODE PriorityTier=1 MaxTime=INFINITE State=UP
+PartitionName=$SLURM_SANDBOX_PARTITION_ISOLATED_PREEMPTIBLE Nodes=$ISOLATED_NODE PriorityTier=1 PreemptMode=CANCEL MaxTime=INFINITE State=UP
+PartitionName=$SLURM_SANDBOX_PARTITION_ISOLATED_HIGH Nodes=$ISOLATED_NODE PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP
 EOF
 	CONF_CHANGED=0
 	write_if_changed "$SLURM_CONF_FILE" 0644 && CONF_CHANGED=1
@@ -372,36 +382,57 @@ start_slurm() {
 	ctld_ok() { in_root scontrol ping 2>/dev/null | grep -q 'is UP'; }
 	wait_until slurmctld ctld_ok
 
-	if pid=$(root_pid "$SLURMD_PID" slurmd) && ((CONF_CHANGED)); then
-		log "[$VERSION] slurm.conf changed: restarting slurmd"
-		stop_pid "$pid" slurmd
+	# One slurmd per node: NODE PID_FILE PORT.
+	local slurmds=("$NODE_NAME $SLURMD_PID $V_SLURMD_PORT" "$ISOLATED_NODE $ISOLATED_SLURMD_PID $V_ISOLATED_SLURMD_PORT")
+	local entry node pid_file port
+	if ((CONF_CHANGED)); then
+		if pid=$(root_pid "$LEGACY_SLURMD_PID" slurmd); then
+			log "[$VERSION] slurm.conf changed: stopping slurmd"
+			stop_pid "$pid" slurmd
+		fi
+		rm -f -- "$LEGACY_SLURMD_PID"
+		for entry in "${slurmds[@]}"; do
+			read -r node pid_file port <<<"$entry"
+			if pid=$(root_pid "$pid_file" slurmd); then
+				log "[$VERSION] slurm.conf changed: restarting slurmd of $node"
+				stop_pid "$pid" slurmd
+			fi
+		done
 	fi
 	start_slurmd() {
-		rm -f -- "$SLURMD_PID"
-		require_free_port "$V_SLURMD_PORT" slurmd
-		log "[$VERSION] starting slurmd"
-		in_root /usr/sbin/slurmd -f "$SLURM_CONF_FILE" -N "$NODE_NAME" 9>&- 8>&-
+		local node=$1 pid_file=$2 port=$3
+		rm -f -- "$pid_file"
+		require_free_port "$port" "slurmd of $node"
+		log "[$VERSION] starting slurmd of $node"
+		in_root /usr/sbin/slurmd -f "$SLURM_CONF_FILE" -N "$node" 9>&- 8>&-
 		# slurmd writes its pid file a moment after it daemonized.
-		slurmd_pid_ok() { root_pid "$SLURMD_PID" slurmd >/dev/null; }
+		slurmd_pid_ok() { root_pid "$pid_file" slurmd >/dev/null; }
 		wait_until "slurmd's pid file" slurmd_pid_ok
 	}
-	root_pid "$SLURMD_PID" slurmd >/dev/null || start_slurmd
-	local end=$((SECONDS + SLURM_SANDBOX_TIMEOUT)) last_resume=-100 state
-	while :; do
-		state=$(in_root sinfo -h -N -n "$NODE_NAME" -o '%T' 2>/dev/null | head -n 1 || true)
-		case $state in
-		idle | mixed | allocated | completing) break ;;
-		down* | drain* | fail*)
-			if ((SECONDS - last_resume >= 5)); then
-				log "[$VERSION] node $NODE_NAME is $state: resuming it"
-				in_root scontrol update nodename="$NODE_NAME" state=resume || true
-				last_resume=$SECONDS
-			fi
-			;;
-		esac
-		root_pid "$SLURMD_PID" slurmd >/dev/null || start_slurmd
-		((SECONDS < end)) || die "[$VERSION] node not ready within ${SLURM_SANDBOX_TIMEOUT}s (state '$state'; see $LOGS/slurmd.log)"
-		sleep 0.2
+	for entry in "${slurmds[@]}"; do
+		read -r node pid_file port <<<"$entry"
+		root_pid "$pid_file" slurmd >/dev/null || start_slurmd "$node" "$pid_file" "$port"
+	done
+	local end=$((SECONDS + SLURM_SANDBOX_TIMEOUT)) last_resume state
+	for entry in "${slurmds[@]}"; do
+		read -r node pid_file port <<<"$entry"
+		last_resume=-100
+		while :; do
+			state=$(in_root sinfo -h -N -n "$node" -o '%T' 2>/dev/null | head -n 1 || true)
+			case $state in
+			idle | mixed | allocated | completing) break ;;
+			down* | drain* | fail*)
+				if ((SECONDS - last_resume >= 5)); then
+					log "[$VERSION] node $node is $state: resuming it"
+					in_root scontrol update nodename="$node" state=resume || true
+					last_resume=$SECONDS
+				fi
+				;;
+			esac
+			root_pid "$pid_file" slurmd >/dev/null || start_slurmd "$node" "$pid_file" "$port"
+			((SECONDS < end)) || die "[$VERSION] node $node not ready within ${SLURM_SANDBOX_TIMEOUT}s (state '$state'; see $LOGS/slurmd-$node.log)"
+			sleep 0.2
+		done
 	done
 }
 
@@ -526,6 +557,12 @@ write_settings() {
 		"SLURM_SANDBOX_DEFAULT_PARTITION=$SLURM_SANDBOX_PARTITION_DEFAULT"
 		"SLURM_SANDBOX_PREEMPTIBLE_PARTITION=$SLURM_SANDBOX_PARTITION_PREEMPTIBLE"
 		"SLURM_SANDBOX_HIGH_PARTITION=$SLURM_SANDBOX_PARTITION_HIGH"
+		"SLURM_SANDBOX_ISOLATED_NODE=$ISOLATED_NODE"
+		"SLURM_SANDBOX_ISOLATED_CPUS=$SLURM_SANDBOX_ISOLATED_CPUS"
+		"SLURM_SANDBOX_ISOLATED_PARTITIONS=$SLURM_SANDBOX_PARTITION_ISOLATED,$SLURM_SANDBOX_PARTITION_ISOLATED_PREEMPTIBLE,$SLURM_SANDBOX_PARTITION_ISOLATED_HIGH"
+		"SLURM_SANDBOX_ISOLATED_PARTITION=$SLURM_SANDBOX_PARTITION_ISOLATED"
+		"SLURM_SANDBOX_ISOLATED_PREEMPTIBLE_PARTITION=$SLURM_SANDBOX_PARTITION_ISOLATED_PREEMPTIBLE"
+		"SLURM_SANDBOX_ISOLATED_HIGH_PARTITION=$SLURM_SANDBOX_PARTITION_ISOLATED_HIGH"
 		"SLURM_SANDBOX_CTLD_PORT=$V_CTLD_PORT"
 		"SLURM_SANDBOX_SLURMD_PORT=$V_SLURMD_PORT"
 		"SLURM_SANDBOX_REST_URL=$REST_URL"
@@ -590,21 +627,42 @@ take_over_chroot() {
 	[[ ${SANDBOX_SLURM_TAKEOVER:-0} == 1 ]] ||
 		die "[$VERSION] a cluster from another checkout runs in $V_ROOT; stop it or set SANDBOX_SLURM_TAKEOVER=1"
 	log "[$VERSION] taking over from another checkout's cluster in $V_ROOT"
-	local link pid end=$((SECONDS + 15))
-	for link in /proc/[0-9]*/root; do
-		if [[ $(readlink "$link" 2>/dev/null) == "$V_ROOT" ]]; then
-			pid=${link#/proc/}
-			kill -TERM "${pid%/root}" 2>/dev/null || true
-		fi
-	done
-	while sandbox_chroot_processes "$V_ROOT" && ((SECONDS < end)); do sleep 0.2; done
-	for link in /proc/[0-9]*/root; do
-		if [[ $(readlink "$link" 2>/dev/null) == "$V_ROOT" ]]; then
-			pid=${link#/proc/}
-			kill -KILL "${pid%/root}" 2>/dev/null || true
-		fi
-	done
+	stop_chroot_processes
 	unmount_all
+}
+
+# kill_chroot_processes SIGNAL: signal every process that runs inside this version's chroot.
+kill_chroot_processes() {
+	local link pid
+	for link in /proc/[0-9]*/root; do
+		if [[ $(readlink "$link" 2>/dev/null) == "$V_ROOT" ]]; then
+			pid=${link#/proc/}
+			kill -"$1" "${pid%/root}" 2>/dev/null || true
+		fi
+	done
+}
+
+# stop_chroot_processes: SIGTERM everything in the chroot, SIGKILL what is left after 15 s
+# (slurmstepd ignores SIGTERM); nothing may keep the chroot busy.
+stop_chroot_processes() {
+	local end=$((SECONDS + 15))
+	kill_chroot_processes TERM
+	while sandbox_chroot_processes "$V_ROOT" && ((SECONDS < end)); do sleep 0.2; done
+	sandbox_chroot_processes "$V_ROOT" || return 0
+	kill_chroot_processes KILL
+	end=$((SECONDS + 10))
+	while sandbox_chroot_processes "$V_ROOT" && ((SECONDS < end)); do sleep 0.2; done
+	if sandbox_chroot_processes "$V_ROOT"; then
+		log "[$VERSION] processes still run in $V_ROOT after SIGKILL"
+	fi
+}
+
+# One up or down of a version at a time on this machine (its chroot and ports are shared by every
+# checkout). Daemons are started with 9>&- so that they do not hold the lock.
+lock_version() {
+	mkdir -p -- "$SANDBOX_RUN_DIR"
+	exec 9>"$SANDBOX_RUN_DIR/slurm-$VERSION.lock"
+	flock -w 300 9 || die "[$VERSION] another versions.sh holds $SANDBOX_RUN_DIR/slurm-$VERSION.lock"
 }
 
 up_version() {
@@ -615,11 +673,12 @@ up_version() {
 	[[ $V_STATE =~ ^/[A-Za-z0-9._/+-]+$ ]] || die "state dir '$V_STATE' must contain only letters, digits and ._/+-"
 	version_paths
 	umask 022
-	mkdir -p -- "$ETC" "$RUN" "$LOGS" "$SPOOL/slurmctld" "$SPOOL/slurmd" "$SSHDIR" "$AUTH_KEYS_DIR" "$JWTDIR"
+	mkdir -p -- "$ETC" "$RUN" "$LOGS" "$SPOOL/slurmctld" "$SPOOL/slurmd-$NODE_NAME" "$SPOOL/slurmd-$ISOLATED_NODE" \
+		"$SSHDIR" "$AUTH_KEYS_DIR" "$JWTDIR"
 	touch -- "$V_STATE/$SLURM_SANDBOX_MARKER"
-	exec 9>"$V_STATE/.up.lock"
-	flock -w 300 9 || die "another versions.sh holds $V_STATE/.up.lock"
-	chmod 0755 "$V_STATE" "$ETC" "$RUN" "$LOGS" "$SPOOL" "$SPOOL/slurmd" "$SSHDIR" "$AUTH_KEYS_DIR"
+	lock_version
+	chmod 0755 "$V_STATE" "$ETC" "$RUN" "$LOGS" "$SPOOL" "$SPOOL/slurmd-$NODE_NAME" "$SPOOL/slurmd-$ISOLATED_NODE" \
+		"$SSHDIR" "$AUTH_KEYS_DIR"
 	chmod 0700 "$JWTDIR" "$SPOOL/slurmctld"
 	take_over_chroot
 	host_user
@@ -644,37 +703,30 @@ up_version() {
 
 down_version() {
 	version_paths
+	lock_version
 	local pid name
 	if [[ -d $V_ROOT ]] && root_pid "$CTLD_PID" slurmctld >/dev/null && mounted "$V_ROOT$V_STATE"; then
 		if [[ -n $(in_root squeue -h -o %i 2>/dev/null) ]]; then
-			log "[$VERSION] cancelling all jobs"
-			in_root scancel --partition="$SLURM_SANDBOX_PARTITION_DEFAULT,$SLURM_SANDBOX_PARTITION_PREEMPTIBLE,$SLURM_SANDBOX_PARTITION_HIGH" 2>/dev/null || true
+			sandbox_cancel_all_jobs "[$VERSION] cancelling all jobs" in_root
 			local end=$((SECONDS + 20))
 			while [[ -n $(in_root squeue -h -t RUNNING,COMPLETING,SUSPENDED -o %i 2>/dev/null) ]] && ((SECONDS < end)); do
 				sleep 0.2
 			done
 		fi
 	fi
-	for name in slurmrestd:$REST_PID sshd:$SSHD_PID slurmd:$SLURMD_PID slurmctld:$CTLD_PID \
-		slurmdbd:$DBD_PID mariadbd:$MARIADB_PID munged:$MUNGED_PID; do
+	for name in slurmrestd:$REST_PID sshd:$SSHD_PID slurmd:$SLURMD_PID slurmd:$ISOLATED_SLURMD_PID \
+		slurmd:$LEGACY_SLURMD_PID slurmctld:$CTLD_PID slurmdbd:$DBD_PID mariadbd:$MARIADB_PID munged:$MUNGED_PID; do
 		if pid=$(root_pid "${name#*:}" "${name%%:*}"); then
 			log "[$VERSION] stopping ${name%%:*} (pid $pid)"
 			stop_pid "$pid" "${name%%:*}"
 		fi
 	done
-	# Job steps of killed jobs may linger a moment; nothing may keep the chroot busy.
-	local link end=$((SECONDS + 15))
-	for link in /proc/[0-9]*/root; do
-		if [[ $(readlink "$link" 2>/dev/null) == "$V_ROOT" ]]; then
-			pid=${link#/proc/}
-			pid=${pid%/root}
-			kill -TERM "$pid" 2>/dev/null || true
-		fi
-	done
-	while sandbox_chroot_processes "$V_ROOT" && ((SECONDS < end)); do sleep 0.2; done
+	# Job steps of killed jobs may linger; what another checkout started in the chroot goes too.
+	stop_chroot_processes
 	if [[ -d $V_ROOT ]]; then
 		unmount_all
 	fi
+	exec 9>&-
 	if ((purge)) && [[ -d $V_STATE ]]; then
 		[[ -e $V_STATE/$SLURM_SANDBOX_MARKER ]] || die "$V_STATE has no $SLURM_SANDBOX_MARKER; not deleting it"
 		log "[$VERSION] deleting $V_STATE"
@@ -687,7 +739,7 @@ status_version() {
 	version_paths
 	local name pid line="$VERSION:"
 	for name in munged:$MUNGED_PID mariadbd:$MARIADB_PID slurmdbd:$DBD_PID slurmctld:$CTLD_PID \
-		slurmd:$SLURMD_PID slurmrestd:$REST_PID sshd:$SSHD_PID; do
+		slurmd:$SLURMD_PID slurmd:$ISOLATED_SLURMD_PID slurmrestd:$REST_PID sshd:$SSHD_PID; do
 		if pid=$(root_pid "${name#*:}" "${name%%:*}"); then
 			line+=" ${name%%:*}=$pid"
 		elif [[ ${name%%:*} != mariadbd && ${name%%:*} != slurmdbd ]] || ((V_ACCOUNTING)); then
