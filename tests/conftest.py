@@ -86,9 +86,9 @@ def slurm_cluster() -> dict[str, str]:
     strict host-key checking. Returns the sandbox settings (``slurm.json``).
     """
     from sandbox.slurm.cluster import airflow_connection, start_slurm_sandbox
+    from tests.environment import require_root
 
-    if os.geteuid() != 0:
-        pytest.skip("the Slurm sandbox needs root (it installs packages and starts daemons)")
+    require_root("the Slurm sandbox needs root (it installs packages and starts daemons)")
     try:
         settings = start_slurm_sandbox()
     except RuntimeError as err:

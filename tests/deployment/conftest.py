@@ -26,6 +26,7 @@ from tests.deployment.clusters import KubeCluster, SlurmCluster
 from tests.deployment.harness import Airflow, TaskOutcome
 from tests.deployment.outage import Gate
 from tests.deployment.scenarios import Runner, Stage
+from tests.environment import require_root
 
 HERE = Path(__file__).resolve().parent
 DAG_FILES = sorted((HERE / "dags").glob("*.py"))
@@ -120,8 +121,7 @@ def _slurm_connections(settings: dict[str, str], gates: dict[str, Gate]) -> dict
 @pytest.fixture(scope="package")
 def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
     """The deployment and the clusters, started once for the package's tests and stopped after them."""
-    if os.geteuid() != 0:
-        pytest.skip("the deployment tests need root (PostgreSQL as its own user, the Slurm sandbox)")
+    require_root("the deployment tests need root (PostgreSQL as its own user, the Slurm sandbox)")
     from sandbox.kube.launcher import start_kube_standin
     from sandbox.slurm.cluster import start_slurm_sandbox
 

@@ -13,9 +13,11 @@ from airflow_provider_pathways.compilation_cache import CacheCleanupError
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
 from sandbox.gcs.proxy import GcsProxy
+from tests.environment import require
 from tests.gcs.conftest import TokenServer
 
 HAS_GOOGLE_PROVIDER = importlib.util.find_spec("airflow.providers.google") is not None
+NEEDS_GOOGLE_PROVIDER = "needs apache-airflow-providers-google (the test extra has it)"
 SECRET = "s3cr3t-do-not-print"
 
 
@@ -69,10 +71,10 @@ def test_with_an_emulator_and_no_connection_it_is_anonymous(emulator: GcsEmulato
     assert isinstance(creds, AnonymousCredentials)
 
 
-@pytest.mark.skipif(not HAS_GOOGLE_PROVIDER, reason="needs apache-airflow-providers-google")
 def test_with_the_google_provider_the_connection_is_used(
     emulator: GcsEmulator, bucket: str, seed: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    require(HAS_GOOGLE_PROVIDER, NEEDS_GOOGLE_PROVIDER)
     connection = {"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "p1"}}
     monkeypatch.setenv("AIRFLOW_CONN_GCS_CACHE", json.dumps(connection))
     seed(bucket, {"pathways-scratch/shared/compilation_cache/a.binarypb": 3})  # type: ignore[operator]
@@ -84,7 +86,6 @@ def test_with_the_google_provider_the_connection_is_used(
     assert os.environ["STORAGE_EMULATOR_HOST"] == emulator.url
 
 
-@pytest.mark.skipif(not HAS_GOOGLE_PROVIDER, reason="needs apache-airflow-providers-google")
 def test_a_service_account_connection_signs_in_and_every_request_carries_its_token(
     emulator: GcsEmulator,
     proxy: GcsProxy,
@@ -97,6 +98,7 @@ def test_a_service_account_connection_signs_in_and_every_request_carries_its_tok
 ) -> None:
     """The Airflow connection (a service-account key) is what signs the cleanup's requests: the
     token from the sign-in goes with every listing and delete, and neither token nor key is logged."""
+    require(HAS_GOOGLE_PROVIDER, NEEDS_GOOGLE_PROVIDER)
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from sandbox.slurm.cluster import VERSIONS, slurm_cli, start_slurm_sandbox
+from tests.environment import require_debian, require_root
 
 TRANSPORTS = ("rest", "ssh")
 CONN_IDS = {"rest": "pathways_slurm_test_rest", "ssh": "pathways_slurm_test_ssh"}
@@ -182,10 +183,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture(scope="session")
 def sandbox(slurm_version: str) -> Sandbox:
-    if os.geteuid() != 0:
-        pytest.skip("the Slurm sandbox needs root (it installs packages and starts daemons)")
-    if not shutil.which("apt-get") and not shutil.which("slurmctld"):
-        pytest.skip("the Slurm sandbox needs Debian (apt-get)")
+    require_root("the Slurm sandbox needs root (it installs packages and starts daemons)")
+    require_debian("the Slurm sandbox needs Debian (apt-get)")
     try:
         settings = start_slurm_sandbox(timeout=900, version=slurm_version)
     except RuntimeError as err:

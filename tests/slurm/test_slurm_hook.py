@@ -22,6 +22,7 @@ from airflow_provider_pathways.slurm.errors import SlurmAuthError, SlurmConnecti
 from airflow_provider_pathways.slurm.job import SlurmJob
 from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 from tests.slurm.conftest import CONN_IDS, Sandbox, wait_for
+from tests.slurm_isolated import claim_isolated_node
 
 pytestmark = pytest.mark.slurm
 
@@ -201,55 +202,44 @@ def test_requeue_shows_restarts_and_the_requeued_flag(
 def test_preemption_through_the_high_partition(
     hook: SlurmHook, sandbox: Sandbox, jobs: list[int], workdir: Path
 ) -> None:
-    def node_empty() -> bool:
-        out = sandbox.run("sinfo", "-h", "-N", "-n", sandbox.node, "-o", "%C").stdout
-        return out.split("/")[0].strip() == "0"
+    """On the isolated node (nothing else runs there): a high-tier job preempts a job of the
+    CANCEL partition (PREEMPTED) and requeues one of the REQUEUE partition."""
+    with claim_isolated_node(sandbox.settings, sandbox.run) as isolated:
+        requeueing = hook.submit_job(
+            script="#!/bin/bash\nsleep 300\n",
+            job_name="hook-victim-requeue",
+            partition=isolated.partition,
+            working_directory=str(workdir),
+            output="/dev/null",
+            requeue=True,
+        )
+        jobs.append(requeueing)
+        cancelled = hook.submit_job(
+            script="#!/bin/bash\nsleep 300\n",
+            job_name="hook-victim-cancel",
+            partition=isolated.preemptible,
+            working_directory=str(workdir),
+            output="/dev/null",
+        )
+        jobs.append(cancelled)
+        _wait_job(hook, requeueing, "RUNNING")
+        _wait_job(hook, cancelled, "RUNNING")
 
-    try:
-        wait_for(node_empty, "the sandbox node to have no allocated CPUs", timeout=30)
-    except AssertionError:
-        busy = sandbox.run("squeue", "-h", "-t", "R", "-o", "%i %P %j %u").stdout
-        pytest.skip(f"other jobs occupy the sandbox node; preemption needs it to itself:\n{busy}")
-    requeueing = hook.submit_job(
-        script="#!/bin/bash\nsleep 300\n",
-        job_name="hook-victim-requeue",
-        working_directory=str(workdir),
-        output="/dev/null",
-        requeue=True,
-    )
-    jobs.append(requeueing)
-    cancelled = hook.submit_job(
-        script="#!/bin/bash\nsleep 300\n",
-        job_name="hook-victim-cancel",
-        partition=sandbox.settings["SLURM_SANDBOX_PREEMPTIBLE_PARTITION"],
-        working_directory=str(workdir),
-        output="/dev/null",
-    )
-    jobs.append(cancelled)
-    _wait_job(hook, requeueing, "RUNNING")
-    _wait_job(hook, cancelled, "RUNNING")
+        options = (f"--partition={isolated.high}", f"--cpus-per-task={isolated.cpus}", "--output=/dev/null")
+        jobs.append(sandbox.sbatch(*options, "--wrap", "sleep 300"))
 
-    high = sandbox.sbatch(
-        "--output=/dev/null",
-        f"--partition={sandbox.settings['SLURM_SANDBOX_HIGH_PARTITION']}",
-        f"--cpus-per-task={sandbox.cpus}",
-        "--wrap",
-        "sleep 300",
-    )
-    jobs.append(high)
+        preempted = _wait_job(hook, cancelled, "PREEMPTED")
+        outcome, failure, message = job_outcome(preempted)
+        assert (outcome, failure) == (JobOutcome.FAILED, FailureClass.PREEMPTED)
+        assert "preempted" in message
 
-    preempted = _wait_job(hook, cancelled, "PREEMPTED")
-    outcome, failure, message = job_outcome(preempted)
-    assert (outcome, failure) == (JobOutcome.FAILED, FailureClass.PREEMPTED)
-    assert "preempted" in message
+        def requeued() -> SlurmJob | None:
+            job = hook.get_job(requeueing)
+            return job if job is not None and job.requeued else None
 
-    def requeued() -> SlurmJob | None:
-        job = hook.get_job(requeueing)
-        return job if job is not None and job.requeued else None
-
-    victim = wait_for(requeued, "the batch job to be requeued by preemption")
-    assert victim.state == "PENDING" and victim.restarts >= 1
-    assert job_outcome(victim)[:2] == (JobOutcome.ACTIVE, FailureClass.PREEMPTED)
+        victim = wait_for(requeued, "the batch job to be requeued by preemption")
+        assert victim.state == "PENDING" and victim.restarts >= 1
+        assert job_outcome(victim)[:2] == (JobOutcome.ACTIVE, FailureClass.PREEMPTED)
 
 
 def test_cancel_twice_is_harmless(hook: SlurmHook, jobs: list[int], workdir: Path) -> None:

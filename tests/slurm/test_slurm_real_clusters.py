@@ -23,6 +23,7 @@ from airflow_provider_pathways.slurm.errors import SlurmApiError, SlurmCommandEr
 from airflow_provider_pathways.slurm.job import SlurmJob
 from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 from tests.slurm.conftest import CONN_IDS, TRANSPORTS, Sandbox, wait_for
+from tests.slurm_isolated import IsolatedNode, claim_isolated_node
 
 pytestmark = pytest.mark.slurm
 
@@ -64,19 +65,6 @@ def _wait_purged(sandbox: Sandbox, job_ids: list[int]) -> None:
         timeout=age + 75,
         interval=0.5,
     )
-
-
-def _node_is_free(sandbox: Sandbox, timeout: float = 20) -> bool:
-    """No CPU of the node is allocated (jobs of earlier tests may still be finishing)."""
-
-    def free() -> bool:
-        out = sandbox.run("sinfo", "-h", "-N", "-n", sandbox.node, "-o", "%C").stdout
-        return out.split("/")[0].strip() == "0"
-
-    try:
-        return bool(wait_for(free, "the node to be free", timeout, 0.2))
-    except AssertionError:
-        return False
 
 
 # ---- MinJobAge and accounting ----------------------------------------------------------------------
@@ -198,61 +186,73 @@ def test_node_failure_ends_a_job_that_may_not_be_requeued_and_requeues_the_other
     """requeue=False on every transport and version (22.05's slurmrestd needs ``no_requeue``: it
     ignores ``"requeue": false``): the node goes down, the job ends NODE_FAIL (an infrastructure
     failure); a requeueable job goes back to PENDING with restarts 1. ReturnToService=2 brings the
-    node back once its slurmd answers."""
-    if sandbox.version == "22.05" and not _node_is_free(sandbox):
-        pytest.skip("other jobs run on the shared 22.05 node; a node failure would end them")
-    fixed: dict[str, int] = {}
-    movable: dict[str, int] = {}
-    for transport, hook in hooks.items():
-        fixed[transport] = hook.submit_job(
-            script="#!/bin/bash\nsleep 300\n",
-            working_directory=str(workdir),
-            output="/dev/null",
-            requeue=False,
-        )
-        movable[transport] = hook.submit_job(
-            script="#!/bin/bash\nsleep 300\n",
-            working_directory=str(workdir),
-            output="/dev/null",
-            requeue=True,
-        )
-        jobs += [fixed[transport], movable[transport]]
-    for transport, hook in hooks.items():
-        for job_id, flag in ((fixed[transport], "0"), (movable[transport], "1")):
-            _wait_state(hook, job_id, {"RUNNING"})
-            assert _fields(sandbox, job_id)["Requeue"] == flag, (transport, job_id)
-    sandbox.run(
-        "scontrol", "update", f"nodename={sandbox.node}", "state=down", "reason=pathways-node-failure-test"
-    )
-    try:
+    node back once its slurmd answers. On the isolated node: no other test's job is there."""
+    with claim_isolated_node(sandbox.settings, sandbox.run) as isolated:
+        fixed: dict[str, int] = {}
+        movable: dict[str, int] = {}
         for transport, hook in hooks.items():
-            job = _wait_state(hook, fixed[transport], {"NODE_FAIL", "PENDING"})
-            assert job.state == "NODE_FAIL", transport
-            outcome, failure, message = job_outcome(job)
-            assert (outcome, failure) == (JobOutcome.FAILED, FailureClass.INFRASTRUCTURE), message
-            back = _wait_state(hook, movable[transport], {"PENDING"})
-            assert back.restarts == 1 and back.requeued
-            assert job_outcome(back)[:2] == (JobOutcome.ACTIVE, FailureClass.PREEMPTED)
-    finally:
-        wait_for(
-            lambda: (
-                not sandbox.run("sinfo", "-h", "-N", "-n", sandbox.node, "-o", "%T").stdout.startswith("down")
-            ),
-            "the node to come back (ReturnToService=2)",
-            timeout=60,
+            fixed[transport] = hook.submit_job(
+                script="#!/bin/bash\nsleep 300\n",
+                partition=isolated.partition,
+                working_directory=str(workdir),
+                output="/dev/null",
+                requeue=False,
+            )
+            movable[transport] = hook.submit_job(
+                script="#!/bin/bash\nsleep 300\n",
+                partition=isolated.partition,
+                working_directory=str(workdir),
+                output="/dev/null",
+                requeue=True,
+            )
+            jobs += [fixed[transport], movable[transport]]
+        for transport, hook in hooks.items():
+            for job_id, flag in ((fixed[transport], "0"), (movable[transport], "1")):
+                _wait_state(hook, job_id, {"RUNNING"})
+                assert _fields(sandbox, job_id)["Requeue"] == flag, (transport, job_id)
+        sandbox.run(
+            "scontrol",
+            "update",
+            f"nodename={isolated.node}",
+            "state=down",
+            "reason=pathways-node-failure-test",
         )
+        try:
+            for transport, hook in hooks.items():
+                job = _wait_state(hook, fixed[transport], {"NODE_FAIL", "PENDING"})
+                assert job.state == "NODE_FAIL", transport
+                outcome, failure, message = job_outcome(job)
+                assert (outcome, failure) == (JobOutcome.FAILED, FailureClass.INFRASTRUCTURE), message
+                back = _wait_state(hook, movable[transport], {"PENDING"})
+                assert back.restarts == 1 and back.requeued
+                assert job_outcome(back)[:2] == (JobOutcome.ACTIVE, FailureClass.PREEMPTED)
+        finally:
+            wait_for(
+                lambda: (
+                    "down" not in sandbox.run("sinfo", "-h", "-N", "-n", isolated.node, "-o", "%T").stdout
+                ),
+                "the node to come back (ReturnToService=2)",
+                timeout=60,
+            )
 
 
 def test_preemption_requeue_is_never_an_end(
     sandbox: Sandbox, hooks: dict[str, SlurmHook], jobs: list[int], workdir: Path
 ) -> None:
     """Preempted with PreemptMode=REQUEUE, a job passes COMPLETING (24.11/26.05 report it as
-    ``["PENDING", "COMPLETING"]``) on its way back to PENDING: no look at it may read as an end."""
-    if not _node_is_free(sandbox):
-        pytest.skip("other jobs occupy the node; preemption needs it to itself")
+    ``["PENDING", "COMPLETING"]``) on its way back to PENDING: no look at it may read as an end.
+    On the isolated node: the high-tier job preempts only this test's jobs."""
+    with claim_isolated_node(sandbox.settings, sandbox.run) as isolated:
+        _preempt_and_watch(sandbox, hooks, jobs, workdir, isolated)
+
+
+def _preempt_and_watch(
+    sandbox: Sandbox, hooks: dict[str, SlurmHook], jobs: list[int], workdir: Path, isolated: IsolatedNode
+) -> None:
     victims = {
         transport: hook.submit_job(
             script="#!/bin/bash\nsleep 300\n",
+            partition=isolated.partition,
             working_directory=str(workdir),
             output="/dev/null",
             requeue=True,
@@ -262,13 +262,8 @@ def test_preemption_requeue_is_never_an_end(
     jobs += list(victims.values())
     for transport, hook in hooks.items():
         _wait_state(hook, victims[transport], {"RUNNING"})
-    high = sandbox.sbatch(
-        "--output=/dev/null",
-        f"--partition={sandbox.settings['SLURM_SANDBOX_HIGH_PARTITION']}",
-        f"--cpus-per-task={sandbox.cpus}",
-        "--wrap",
-        "sleep 300",
-    )
+    options = (f"--partition={isolated.high}", f"--cpus-per-task={isolated.cpus}", "--output=/dev/null")
+    high = sandbox.sbatch(*options, "--wrap", "sleep 300")
     jobs.append(high)
     seen: dict[str, list[str]] = {transport: [] for transport in hooks}
     deadline = time.monotonic() + 60

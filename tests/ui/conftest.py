@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from sandbox import registry
+from tests.environment import require
 from tests.ui.support import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -61,6 +63,9 @@ def airflow_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowUi]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    # Machine-wide: stopped by the next sandbox start if this test session dies without stopping it.
+    description = f"Airflow api-server {url} (UI tests)"
+    record = registry.register("airflow-ui", process.pid, description=description, owner=os.getpid())
     try:
         # Meanwhile one parsing pass, as a deployment's dag processor makes it: DAGs and import errors.
         ui.airflow("dag-processor", "--num-runs", "1", timeout=300)
@@ -68,6 +73,7 @@ def airflow_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowUi]:
         yield ui
     finally:
         stop_process(process)
+        registry.unregister(record)
 
 
 def _docs_sources_newer_than(index: Path) -> bool:
@@ -100,8 +106,7 @@ def browser_context(airflow_ui: AirflowUi) -> Iterator[Any]:
     """A headless Chromium with a fresh profile (Playwright's persistent context on a new directory).
 
     It needs the server only to be closed before it: no open connection delays the server's stop."""
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: run sandbox/ui/install.sh (make test does)")
+    require(CHROMIUM.exists(), f"{CHROMIUM} is missing: run sandbox/ui/install.sh (make test does)")
     from playwright.sync_api import sync_playwright
 
     profile = tempfile.mkdtemp(prefix="chromium-profile-")

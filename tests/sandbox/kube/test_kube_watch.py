@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import aiohttp
@@ -59,10 +60,13 @@ def test_sync_watch_resumes_from_resource_version(custom, namespace, make_pathwa
 
 
 def test_sync_watch_initial_state_and_timeout(custom, namespace, make_pathways_job):
+    """A watch with timeoutSeconds=1 first lists what exists, then ends by itself once its time is up:
+    not before (the lower bound cannot flake on a loaded machine), and well within a deadline."""
     _create(custom, namespace, _quiet(make_pathways_job, "init"))
-    started = time.monotonic()
-    events = list(
-        k8s_watch.Watch().stream(
+
+    def watch() -> tuple[list[dict[str, Any]], float]:
+        started = time.monotonic()
+        stream = k8s_watch.Watch().stream(
             custom.list_namespaced_custom_object,
             *PW,
             namespace,
@@ -70,10 +74,12 @@ def test_sync_watch_initial_state_and_timeout(custom, namespace, make_pathways_j
             resource_version="0",
             timeout_seconds=1,
         )
-    )
-    elapsed = time.monotonic() - started
-    assert [e["type"] for e in events][:1] == ["ADDED"] and events[0]["object"]["metadata"]["name"] == "init"
-    assert 0.9 <= elapsed < 3.0
+        return list(stream), time.monotonic() - started
+
+    with ThreadPoolExecutor(1) as pool:
+        events, elapsed = pool.submit(watch).result(timeout=60)  # a deadline: the stream ended on its own
+    assert [e["type"] for e in events] == ["ADDED"] and events[0]["object"]["metadata"]["name"] == "init"
+    assert elapsed >= 0.9  # it stayed open for its timeoutSeconds
 
 
 async def test_async_watch_sends_watch_true_and_label_transitions(kube, custom, namespace, make_pathways_job):
@@ -193,49 +199,50 @@ async def test_dropped_watch_breaks_the_stream(kube, namespace):
 
         async def consume() -> None:
             async for _ in w.stream(
-                aco.list_namespaced_custom_object, *PW, namespace, "pathwaysjobs", timeout_seconds=30
+                aco.list_namespaced_custom_object, *PW, namespace, "pathwaysjobs", timeout_seconds=600
             ):
                 pass
 
         task = asyncio.create_task(consume())
-        deadline = time.monotonic() + 5
-        while kube.control("state")["openWatches"] < 1 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while kube.control("state")["openWatches"] < 1:
+            assert time.monotonic() < deadline, "the watch never opened"
             await asyncio.sleep(0.02)
-        started = time.monotonic()
         assert kube.control("watches/drop")["dropped"] >= 1
+        # The stream breaks with a connection error; without the drop it would run for 600 s, and
+        # the 60 s here are a deadline, not a measurement.
         with pytest.raises(
             (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, aiohttp.ServerDisconnectedError)
         ):
-            await asyncio.wait_for(task, 5)
-        assert time.monotonic() - started < 5
+            await asyncio.wait_for(task, 60)
     finally:
         await api.close()
 
 
-async def test_500_concurrent_watches_stay_responsive(kube, custom, namespace, make_pathways_job):
+async def test_500_concurrent_watches_all_get_events(kube, custom, namespace, make_pathways_job):
+    """500 open watches: the API still answers, each watch gets the new object's ADDED event. How
+    fast it answers meanwhile is measured by bench/bench_kube_watches.py."""
     headers = {"Authorization": f"Bearer {kube.token}"}
     url = kube.url + PATH.format(ns=namespace)
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
         responses = await asyncio.gather(
-            *(session.get(url, params={"watch": "true", "timeoutSeconds": "30"}) for _ in range(500))
+            *(session.get(url, params={"watch": "true", "timeoutSeconds": "300"}) for _ in range(500))
         )
         try:
             assert all(r.status == 200 for r in responses)
-            started = time.monotonic()
             async with session.get(f"{kube.url}/version") as version:
                 assert version.status == 200
-            assert time.monotonic() - started < 2.0
             _create(custom, namespace, _quiet(make_pathways_job, "fanout"))
 
             async def first_event(resp: aiohttp.ClientResponse) -> dict[str, Any]:
                 return json.loads(await resp.content.readline())
 
-            events = await asyncio.wait_for(asyncio.gather(*(first_event(r) for r in responses)), 15)
+            # A deadline for all 500 events, not a measurement.
+            events = await asyncio.wait_for(asyncio.gather(*(first_event(r) for r in responses)), 120)
             assert all(e["type"] == "ADDED" and e["object"]["metadata"]["name"] == "fanout" for e in events)
-            started = time.monotonic()
             listing = custom.list_namespaced_custom_object(*PW, namespace, "pathwaysjobs")
-            assert listing["items"] and time.monotonic() - started < 2.0
+            assert [item["metadata"]["name"] for item in listing["items"]] == ["fanout"]
         finally:
             for resp in responses:
                 resp.close()

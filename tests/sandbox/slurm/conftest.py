@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from slurm_sandbox_helpers import REPO_ROOT, UP_SCRIPT, SlurmSandbox
 
+from tests.environment import require_debian, require_root
+
 
 @pytest.fixture(scope="session")
 def slurm() -> SlurmSandbox:
-    if os.geteuid() != 0:
-        pytest.skip("the Slurm sandbox needs root (it installs packages and starts daemons)")
-    if not shutil.which("apt-get") and not shutil.which("slurmctld"):
-        pytest.skip("the Slurm sandbox needs Debian (apt-get)")
+    require_root("the Slurm sandbox needs root (it installs packages and starts daemons)")
+    require_debian("the Slurm sandbox needs Debian (apt-get)")
     proc = subprocess.run(
         ["bash", str(UP_SCRIPT)], capture_output=True, text=True, timeout=600, cwd=REPO_ROOT, check=False
     )

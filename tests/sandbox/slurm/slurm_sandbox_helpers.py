@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.environment import require_module
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SANDBOX_DIR = REPO_ROOT / "sandbox" / "slurm"
@@ -167,7 +167,7 @@ class SlurmSandbox:
 
     # -- SSH ----------------------------------------------------------------------------------
     def ssh_client(self, known_hosts: str | None = None):
-        paramiko = pytest.importorskip("paramiko")
+        paramiko = require_module("paramiko", "SSH tests need paramiko (the test extra has it)")
         client = paramiko.SSHClient()
         client.load_host_keys(known_hosts or self.settings["SLURM_SANDBOX_SSH_KNOWN_HOSTS"])
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
