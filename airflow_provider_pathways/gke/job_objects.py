@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +10,7 @@ from airflow_provider_pathways.gke.resources import (
     JOBSET,
     CustomResource,
     JobKind,
+    kueue_workload_name,
 )
 from airflow_provider_pathways.gke.status import (
     HEAD_REPLICATED_JOB,
@@ -44,10 +45,6 @@ def owned_by_jobset(obj: Mapping[str, Any], name: str) -> bool:
     return any(ref.get("name") == name and ref.get("kind") == JOBSET.kind for ref in refs)
 
 
-def needs_detail(status: PathwaysJobStatus) -> bool:
-    return status.phase in (Phase.FAILED, Phase.SUSPENDED, Phase.QUEUED)
-
-
 def job_events(items: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     """Events about the job itself or its Jobs and pods (``<name>-...``)."""
     return [
@@ -67,3 +64,52 @@ def watched_resources(options: StatusOptions) -> list[CustomResource]:
     if options.kind is JobKind.PATHWAYS_JOB:
         return [options.kind.resource, JOBSET]
     return [JOBSET]
+
+
+@dataclass(frozen=True)
+class DetailPlan:
+    """What a status read needs beyond the job's own objects."""
+
+    objects: bool = False  # pods, Jobs and Kueue Workloads
+    events: bool = False
+    log: bool = False  # the program's last lines
+
+
+def details_needed(
+    status: PathwaysJobStatus, *, jobset: Mapping[str, Any] | None, pathways_job: Mapping[str, Any] | None
+) -> DetailPlan:
+    """A failed, suspended or queued JobSet needs its pods, Jobs and Workloads (a failure also its
+    events and log, to tell preemption from the program's own failure); a PathwaysJob that failed
+    without a JobSet needs its events (why the controller could not create it)."""
+    failed = status.phase is Phase.FAILED
+    if status.phase in (Phase.FAILED, Phase.SUSPENDED, Phase.QUEUED) and jobset is not None:
+        return DetailPlan(objects=True, events=failed, log=failed)
+    return DetailPlan(events=failed and pathways_job is not None)
+
+
+def own_workload_name(name: str, jobset: Mapping[str, Any] | None) -> str | None:
+    """The name Kueue gives the JobSet's Workload, when the JobSet (its uid) is known."""
+    uid = ((jobset or {}).get("metadata") or {}).get("uid")
+    return kueue_workload_name(name, uid) if uid else None
+
+
+def log_pods(pods: Iterable[Mapping[str, Any]], container: str) -> list[str]:
+    """Names of the pods that run ``container``, newest first: where the program's log is."""
+    running = [
+        pod
+        for pod in pods
+        if container in {c.get("name") for c in (pod.get("spec") or {}).get("containers") or []}
+    ]
+    running.sort(key=lambda pod: (pod.get("metadata") or {}).get("creationTimestamp") or "", reverse=True)
+    return [pod["metadata"]["name"] for pod in running]
+
+
+def log_request(pod: str, namespace: str, container: str, tail_lines: int) -> dict[str, Any]:
+    """The keyword arguments of both clients' ``read_namespaced_pod_log`` for the last lines, raw."""
+    return {
+        "name": pod,
+        "namespace": namespace,
+        "container": container,
+        "tail_lines": tail_lines,
+        "_preload_content": False,
+    }

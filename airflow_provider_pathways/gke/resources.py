@@ -20,6 +20,11 @@ class CustomResource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
+    def coordinates(self, namespace: str, name: str | None = None) -> dict[str, str]:
+        """The keyword arguments of the Kubernetes clients' namespaced custom-object calls."""
+        found = {"group": self.group, "version": self.version, "namespace": namespace, "plural": self.plural}
+        return found if name is None else {**found, "name": name}
+
 
 PATHWAYS_JOB = CustomResource("pathways-job.pathways.domain", "v1", "pathwaysjobs", "PathwaysJob")
 JOBSET = CustomResource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")

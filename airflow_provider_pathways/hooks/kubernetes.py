@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Mapping
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -20,9 +20,12 @@ from airflow_provider_pathways.gke.job_objects import (
     DEFAULT_STATUS_OPTIONS,
     FAILURE_LOG_LINES,
     StatusOptions,
+    details_needed,
     job_events,
     job_selector,
-    needs_detail,
+    log_pods,
+    log_request,
+    own_workload_name,
     owned_by_jobset,
     watched_resources,
 )
@@ -31,9 +34,8 @@ from airflow_provider_pathways.gke.resources import (
     KUEUE_WORKLOAD,
     CustomResource,
     JobKind,
-    kueue_workload_name,
 )
-from airflow_provider_pathways.gke.status import PathwaysJobStatus, Phase
+from airflow_provider_pathways.gke.status import PathwaysJobStatus
 from airflow_provider_pathways.gke.summary import summarize
 from airflow_provider_pathways.hooks.kubernetes_clients import SHARED_CLIENTS, ClientPool
 from airflow_provider_pathways.hooks.kubernetes_errors import is_transient, retry_after
@@ -47,6 +49,7 @@ from airflow_provider_pathways.transient import (
 
 # Server-side timeout of one watch request; a healthy wait costs one request per period.
 DEFAULT_WATCH_TIMEOUT_SECONDS = 900
+_RAISE = object()
 T = TypeVar("T")
 
 
@@ -116,17 +119,30 @@ class PathwaysJobHook(KubernetesHook):
     def _log_retry(self, err: BaseException, delay: float) -> None:
         self.log.warning("Kubernetes API error (%s); retrying in %.1fs", describe_error(err), delay)
 
-    def _call(self, fn: Callable[[], T]) -> T:
-        """``fn()`` retried on 429 (after ``Retry-After``), 5xx and connection errors."""
-        return self.call_retry.call(
-            fn, is_transient=is_transient, retry_after=retry_after, on_retry=self._log_retry
-        )
+    def _call(self, fn: Callable[[], T], *, gone: Any = _RAISE, gone_on: Collection[int] = (404,)) -> T:
+        """``fn()`` retried on 429 (after ``Retry-After``), 5xx and connection errors; ``gone``
+        instead of an answer with a status in ``gone_on`` (404), when given."""
+        try:
+            return self.call_retry.call(
+                fn, is_transient=is_transient, retry_after=retry_after, on_retry=self._log_retry
+            )
+        except ApiException as err:
+            if gone is _RAISE or err.status not in gone_on:
+                raise
+            return gone  # type: ignore[no-any-return]
 
-    async def _a_call(self, fn: Callable[[], Awaitable[T]]) -> T:
+    async def _a_call(
+        self, fn: Callable[[], Awaitable[T]], *, gone: Any = _RAISE, gone_on: Collection[int] = (404,)
+    ) -> T:
         """Async twin of :meth:`_call`."""
-        return await self.call_retry.a_call(
-            fn, is_transient=is_transient, retry_after=retry_after, on_retry=self._log_retry
-        )
+        try:
+            return await self.call_retry.a_call(
+                fn, is_transient=is_transient, retry_after=retry_after, on_retry=self._log_retry
+            )
+        except AsyncApiException as err:
+            if gone is _RAISE or err.status not in gone_on:
+                raise
+            return gone  # type: ignore[no-any-return]
 
     # ---- sync API -------------------------------------------------------------------------
 
@@ -138,50 +154,28 @@ class PathwaysJobHook(KubernetesHook):
         resource = JobKind(manifest["kind"]).resource
         return self._call(
             lambda: self.custom_object_client.create_namespaced_custom_object(
-                group=resource.group,
-                version=resource.version,
-                namespace=namespace,
-                plural=resource.plural,
-                body=dict(manifest),
+                **resource.coordinates(namespace), body=dict(manifest)
             )
         )
 
     def get_object(self, resource: CustomResource, name: str, namespace: str) -> dict[str, Any] | None:
         """The custom object, or None when it does not exist."""
-        try:
-            return self._call(
-                lambda: self.custom_object_client.get_namespaced_custom_object(
-                    group=resource.group,
-                    version=resource.version,
-                    namespace=namespace,
-                    plural=resource.plural,
-                    name=name,
-                )
-            )
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise
+        return self._call(
+            lambda: self.custom_object_client.get_namespaced_custom_object(
+                **resource.coordinates(namespace, name)
+            ),
+            gone=None,
+        )
 
     def delete_job(self, name: str, namespace: str, kind: JobKind = JobKind.PATHWAYS_JOB) -> bool:
         """Delete the job and everything it owns; False when it was already gone."""
-        resource = kind.resource
-        try:
-            self._call(
-                lambda: self.custom_object_client.delete_namespaced_custom_object(
-                    group=resource.group,
-                    version=resource.version,
-                    namespace=namespace,
-                    plural=resource.plural,
-                    name=name,
-                    propagation_policy="Foreground",
-                )
-            )
-        except ApiException as err:
-            if err.status == 404:
-                return False
-            raise
-        return True
+        answer = self._call(
+            lambda: self.custom_object_client.delete_namespaced_custom_object(
+                **kind.resource.coordinates(namespace, name), propagation_policy="Foreground"
+            ),
+            gone=None,
+        )
+        return answer is not None
 
     def wait_until_deleted(self, name: str, namespace: str, kind: JobKind, timeout: float) -> None:
         """Block until the job object is gone (its dependents go first with foreground deletion)."""
@@ -213,24 +207,16 @@ class PathwaysJobHook(KubernetesHook):
         """Kueue Workloads owned by the JobSet; empty when Kueue is not installed.
 
         With the JobSet, its Workload is read by the name Kueue gives it (one GET); else listed."""
-        uid = ((jobset or {}).get("metadata") or {}).get("uid")
-        if uid:
-            workload = self.get_object(KUEUE_WORKLOAD, kueue_workload_name(name, uid), namespace)
-            if workload is not None:
-                return [workload]
-        try:
-            listing = self._call(
-                lambda: self.custom_object_client.list_namespaced_custom_object(
-                    group=KUEUE_WORKLOAD.group,
-                    version=KUEUE_WORKLOAD.version,
-                    namespace=namespace,
-                    plural=KUEUE_WORKLOAD.plural,
-                )
-            )
-        except ApiException as err:
-            if err.status == 404:
-                return []
-            raise
+        own = own_workload_name(name, jobset)
+        workload = self.get_object(KUEUE_WORKLOAD, own, namespace) if own else None
+        if workload is not None:
+            return [workload]
+        listing = self._call(
+            lambda: self.custom_object_client.list_namespaced_custom_object(
+                **KUEUE_WORKLOAD.coordinates(namespace)
+            ),
+            gone={},
+        )
         return [w for w in listing.get("items") or [] if owned_by_jobset(w, name)]
 
     def list_events(self, name: str, namespace: str) -> list[dict[str, Any]]:
@@ -248,27 +234,17 @@ class PathwaysJobHook(KubernetesHook):
     ) -> str:
         """Last lines of the user program's log (the head pod's main container); empty if none."""
         pods = self.list_pods(name, namespace, options.head_replicated_job)
-        for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True):
-            containers = {c.get("name") for c in (pod.get("spec") or {}).get("containers") or []}
-            if options.main_container not in containers:
-                continue
-            pod_name = pod["metadata"]["name"]
-            try:
-                response = self._call(
-                    functools.partial(
-                        self.core_v1_client.read_namespaced_pod_log,
-                        name=pod_name,
-                        namespace=namespace,
-                        container=options.main_container,
-                        tail_lines=tail_lines,
-                        _preload_content=False,
-                    )
-                )
+        for pod_name in log_pods(pods, options.main_container):
+            response = self._call(
+                functools.partial(
+                    self.core_v1_client.read_namespaced_pod_log,
+                    **log_request(pod_name, namespace, options.main_container, tail_lines),
+                ),
+                gone=None,
+                gone_on=(400, 404),
+            )
+            if response is not None:
                 return response.data.decode(errors="replace")
-            except ApiException as err:
-                if err.status in (400, 404):
-                    continue
-                raise
         return ""
 
     def get_status(
@@ -282,29 +258,19 @@ class PathwaysJobHook(KubernetesHook):
         )
         jobset = self.get_object(JOBSET, name, namespace)
         status = self._summarize(name, namespace, options, pathways_job, jobset)
-        failed = status.phase is Phase.FAILED
-        if needs_detail(status) and jobset is not None:
-            status = self._summarize(
-                name,
-                namespace,
-                options,
-                pathways_job,
-                jobset,
-                pods=self.list_pods(name, namespace),
-                jobs=self.list_jobs(name, namespace),
-                workloads=self.list_workloads(name, namespace, jobset),
-                events=self.list_events(name, namespace) if failed else [],
-                log_tail=self.read_main_container_log(
-                    name, namespace, options=options, tail_lines=FAILURE_LOG_LINES
-                )
-                if failed
-                else None,
+        plan = details_needed(status, jobset=jobset, pathways_job=pathways_job)
+        detail: dict[str, Any] = {}
+        if plan.objects:
+            detail["pods"] = self.list_pods(name, namespace)
+            detail["jobs"] = self.list_jobs(name, namespace)
+            detail["workloads"] = self.list_workloads(name, namespace, jobset)
+        if plan.events:
+            detail["events"] = self.list_events(name, namespace)
+        if plan.log:
+            detail["log_tail"] = self.read_main_container_log(
+                name, namespace, options=options, tail_lines=FAILURE_LOG_LINES
             )
-        elif failed and pathways_job is not None:
-            status = self._summarize(
-                name, namespace, options, pathways_job, jobset, events=self.list_events(name, namespace)
-            )
-        return status
+        return self._summarize(name, namespace, options, pathways_job, jobset, **detail) if detail else status
 
     @staticmethod
     def _summarize(
@@ -346,49 +312,29 @@ class PathwaysJobHook(KubernetesHook):
     async def a_get_object(
         self, resource: CustomResource, name: str, namespace: str, api_client: async_client.ApiClient
     ) -> dict[str, Any] | None:
-        try:
-            return await self._a_call(
-                lambda: async_client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-                    group=resource.group,
-                    version=resource.version,
-                    namespace=namespace,
-                    plural=resource.plural,
-                    name=name,
-                )
-            )
-        except AsyncApiException as err:
-            if err.status == 404:
-                return None
-            raise
+        """Async twin of :meth:`get_object`, on ``api_client``."""
+        return await self._a_call(
+            lambda: async_client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+                **resource.coordinates(namespace, name)
+            ),
+            gone=None,
+        )
 
     async def a_delete_job(self, name: str, namespace: str, kind: JobKind = JobKind.PATHWAYS_JOB) -> bool:
         """Async twin of :meth:`delete_job`."""
-        resource = kind.resource
         async with self.a_client() as api_client:
-            try:
-                await self._a_call(
-                    lambda: async_client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
-                        group=resource.group,
-                        version=resource.version,
-                        namespace=namespace,
-                        plural=resource.plural,
-                        name=name,
-                        propagation_policy="Foreground",
-                    )
-                )
-            except AsyncApiException as err:
-                if err.status == 404:
-                    return False
-                raise
-        return True
+            answer = await self._a_call(
+                lambda: async_client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+                    **kind.resource.coordinates(namespace, name), propagation_policy="Foreground"
+                ),
+                gone=None,
+            )
+        return answer is not None
 
     async def _a_detail(
-        self,
-        name: str,
-        namespace: str,
-        api_client: async_client.ApiClient,
-        jobset: Mapping[str, Any] | None = None,
+        self, name: str, namespace: str, api_client: async_client.ApiClient, jobset: Mapping[str, Any] | None
     ) -> dict[str, list[Any]]:
+        """Async twin of the pods, Jobs and Workloads :meth:`get_status` reads."""
         core = async_client.CoreV1Api(api_client)
         batch = async_client.BatchV1Api(api_client)
         pods = await self._a_call(
@@ -397,30 +343,18 @@ class PathwaysJobHook(KubernetesHook):
         jobs = await self._a_call(
             lambda: batch.list_namespaced_job(namespace, label_selector=job_selector(name))
         )
-        uid = ((jobset or {}).get("metadata") or {}).get("uid")
-        own = (
-            await self.a_get_object(KUEUE_WORKLOAD, kueue_workload_name(name, uid), namespace, api_client)
-            if uid
-            else None
-        )
-        try:
-            listing = (
-                {"items": [own]}
-                if own is not None
-                else await self._a_call(
-                    lambda: async_client.CustomObjectsApi(api_client).list_namespaced_custom_object(
-                        group=KUEUE_WORKLOAD.group,
-                        version=KUEUE_WORKLOAD.version,
-                        namespace=namespace,
-                        plural=KUEUE_WORKLOAD.plural,
-                    )
-                )
+        own = own_workload_name(name, jobset)
+        workload = await self.a_get_object(KUEUE_WORKLOAD, own, namespace, api_client) if own else None
+        if workload is not None:
+            workloads = [workload]
+        else:
+            listing = await self._a_call(
+                lambda: async_client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+                    **KUEUE_WORKLOAD.coordinates(namespace)
+                ),
+                gone={},
             )
             workloads = [w for w in listing.get("items") or [] if owned_by_jobset(w, name)]
-        except AsyncApiException as err:
-            if err.status != 404:
-                raise
-            workloads = []
         return {
             "pods": api_client.sanitize_for_serialization(pods).get("items") or [],
             "jobs": api_client.sanitize_for_serialization(jobs).get("items") or [],
@@ -437,7 +371,7 @@ class PathwaysJobHook(KubernetesHook):
                 observed.objects[resource.plural] = await self.a_get_object(
                     resource, name, namespace, api_client
                 )
-            return await self._a_status(name, namespace, options, observed, api_client)
+            return await self.a_status(name, namespace, options, observed, api_client)
 
     async def a_read_main_container_log(
         self,
@@ -455,29 +389,22 @@ class PathwaysJobHook(KubernetesHook):
                     namespace, label_selector=job_selector(name, options.head_replicated_job)
                 )
             )
-            for pod in sorted(pods.items, key=lambda p: p.metadata.creation_timestamp or 0, reverse=True):
-                if options.main_container not in {c.name for c in pod.spec.containers or []}:
-                    continue
-                pod_name = pod.metadata.name
-                try:
-                    response = await self._a_call(
-                        functools.partial(
-                            core.read_namespaced_pod_log,
-                            name=pod_name,
-                            namespace=namespace,
-                            container=options.main_container,
-                            tail_lines=tail_lines,
-                            _preload_content=False,
-                        )
-                    )
+            items = api_client.sanitize_for_serialization(pods).get("items") or []
+            for pod_name in log_pods(items, options.main_container):
+                response = await self._a_call(
+                    functools.partial(
+                        core.read_namespaced_pod_log,
+                        **log_request(pod_name, namespace, options.main_container, tail_lines),
+                    ),
+                    gone=None,
+                    gone_on=(400, 404),
+                )
+                if response is not None:
                     raw: bytes = await response.read()  # type: ignore[attr-defined]  # _preload_content=False
                     return raw.decode(errors="replace")
-                except AsyncApiException as err:
-                    if err.status not in (400, 404):
-                        raise
         return ""
 
-    async def _a_status(
+    async def a_status(
         self,
         name: str,
         namespace: str,
@@ -485,6 +412,7 @@ class PathwaysJobHook(KubernetesHook):
         observed: Observed,
         api_client: async_client.ApiClient,
     ) -> PathwaysJobStatus:
+        """The status from the objects last observed, reading the details it needs."""
         pathways_job = (
             observed.objects.get(options.kind.resource.plural)
             if options.kind is JobKind.PATHWAYS_JOB
@@ -492,26 +420,21 @@ class PathwaysJobHook(KubernetesHook):
         )
         jobset = observed.objects.get(JOBSET.plural)
         status = self._summarize(name, namespace, options, pathways_job, jobset)
-        failed = status.phase is Phase.FAILED
-        if needs_detail(status) and jobset is not None:
-            detail: dict[str, Any] = await self._a_detail(name, namespace, api_client, jobset)
-            if failed:
-                detail["events"] = await self._a_events(name, namespace, api_client)
-                detail["log_tail"] = await self.a_read_main_container_log(
-                    name, namespace, options=options, tail_lines=FAILURE_LOG_LINES
-                )
-            status = self._summarize(name, namespace, options, pathways_job, jobset, **detail)
-        elif failed and pathways_job is not None:
-            events = await self._a_events(name, namespace, api_client)
-            status = self._summarize(name, namespace, options, pathways_job, jobset, events=events)
-        return status
-
-    async def _a_events(
-        self, name: str, namespace: str, api_client: async_client.ApiClient
-    ) -> list[dict[str, Any]]:
-        core = async_client.CoreV1Api(api_client)
-        events = await self._a_call(lambda: core.list_namespaced_event(namespace))
-        return job_events(api_client.sanitize_for_serialization(events).get("items") or [], name)
+        plan = details_needed(status, jobset=jobset, pathways_job=pathways_job)
+        detail: dict[str, Any] = {}
+        if plan.objects:
+            detail.update(await self._a_detail(name, namespace, api_client, jobset))
+        if plan.events:
+            core = async_client.CoreV1Api(api_client)
+            events = await self._a_call(lambda: core.list_namespaced_event(namespace))
+            detail["events"] = job_events(
+                api_client.sanitize_for_serialization(events).get("items") or [], name
+            )
+        if plan.log:
+            detail["log_tail"] = await self.a_read_main_container_log(
+                name, namespace, options=options, tail_lines=FAILURE_LOG_LINES
+            )
+        return self._summarize(name, namespace, options, pathways_job, jobset, **detail) if detail else status
 
     async def a_watch_status(
         self,
@@ -540,7 +463,7 @@ class PathwaysJobHook(KubernetesHook):
                     try:
                         if watch.needs_list:
                             await watch.relist()
-                        status = await self._a_status(name, namespace, options, watch.observed, api_client)
+                        status = await self.a_status(name, namespace, options, watch.observed, api_client)
                         if status != last:
                             last = status
                             yield status
