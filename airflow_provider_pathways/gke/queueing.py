@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_pathways.gke.object_fields import find_condition, reason_text, true_conditions
+from airflow_provider_pathways.gke.status import PathwaysJobStatus
 
 
 def own_workload(workloads: list[Mapping[str, Any]], jobset: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -56,3 +57,12 @@ def queued_state(jobset: Mapping[str, Any], workload: Mapping[str, Any] | None) 
     if reserved is not None and reserved.get("status") != "True":
         return f"waiting for quota ({reason_text(reserved)})", since
     return "waiting for Kueue to admit it", since
+
+
+def queue_time_left(status: PathwaysJobStatus | None, queue_timeout: float | None) -> float | None:
+    """Seconds until ``queue_timeout`` while the job is queued (0: timed out); None when it does
+    not apply."""
+    queued_for = status.queued_for() if status is not None else None
+    if queue_timeout is None or queued_for is None:
+        return None
+    return max(queue_timeout - queued_for, 0.0)

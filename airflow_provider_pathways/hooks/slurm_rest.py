@@ -1,17 +1,13 @@
-"""slurmrestd transport (aiohttp) and file access through this machine's filesystem."""
+"""slurmrestd transport (aiohttp)."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
-import os
-import pwd
 import re
 import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -39,6 +35,8 @@ from airflow_provider_pathways.slurm.submit import SubmitRequest, path_wrapper_s
 if TYPE_CHECKING:
     from airflow_provider_pathways.slurm.settings import SlurmSettings
     from airflow_provider_pathways.slurm.transport import FileAccess
+from airflow_provider_pathways.hooks.slurm_local_files import LocalFiles, read_local
+from airflow_provider_pathways.slurm.rest_answers import jwt_problem, ping_answered
 
 log = logging.getLogger(__name__)
 
@@ -49,51 +47,6 @@ TOKEN_FILE_REREAD_SECONDS = 300.0
 # Errors that say nothing specific (unspecified, lost connection to slurmctld).
 _VAGUE_ERRORS = frozenset({-1, 5005, 1001, 1007})
 _VERSION_IN_PATH = re.compile(r"/slurm/(v0\.0\.\d+)/")
-
-
-class LocalFiles:
-    """Files on this machine, which shares the cluster's paths (the REST default, ``shared_fs``).
-
-    Reads run in a worker thread so the event loop never blocks.
-    """
-
-    description = "this machine's filesystem (shared_fs)"
-
-    def __init__(self, login: str) -> None:
-        self._login = login
-        self._home: str | None = None
-
-    async def home(self) -> str | None:
-        if self._home is None:
-            try:
-                self._home = (await asyncio.to_thread(pwd.getpwnam, self._login)).pw_dir
-            except KeyError:
-                return None
-        return self._home
-
-    async def read(self, path: str, tail_bytes: int | None) -> bytes | None:
-        return await asyncio.to_thread(_read_local, path, tail_bytes)
-
-    async def stat(self, path: str) -> tuple[float, int] | None:
-        try:
-            st = await asyncio.to_thread(os.stat, path)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        return st.st_mtime, st.st_size
-
-    async def close(self) -> None:
-        return None
-
-
-def _read_local(path: str, tail_bytes: int | None) -> bytes | None:
-    try:
-        with open(path, "rb") as handle:
-            if tail_bytes is not None:
-                size = os.fstat(handle.fileno()).st_size
-                handle.seek(max(0, size - tail_bytes))
-            return handle.read()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
 
 
 def _doubled_response(err: aiohttp.ClientResponseError) -> bool:
@@ -167,42 +120,6 @@ async def _first_response(
         ) from None
 
 
-def _jwt_problem(token: str, login: str) -> str:
-    """What is visibly wrong with a JWT (expiry, user), without revealing it."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        return "the token is not a JWT"
-    try:
-        padded = parts[1] + "=" * (-len(parts[1]) % 4)
-        claims = json.loads(base64.urlsafe_b64decode(padded))
-    except (ValueError, TypeError):
-        return "the token is not a readable JWT"
-    if not isinstance(claims, dict):
-        return "the token is not a readable JWT"
-    problems = []
-    exp = claims.get("exp")
-    if isinstance(exp, (int, float)) and exp < time.time():
-        problems.append(f"it expired at {datetime.fromtimestamp(exp, tz=timezone.utc).isoformat()}")
-    user = claims.get("sun")
-    if isinstance(user, str) and user != login:
-        problems.append(f"it was issued for user {user!r}, not {login!r}")
-    return "; ".join(problems) or "it may be invalid, expired or signed with another key"
-
-
-def ping_answered(payload: Any) -> bool:
-    """A ``/slurm/vX/ping`` answer in which slurmctld responded: ``ping: UP`` (v0.0.38), ``pinged:
-    UP`` / ``responding: true`` (v0.0.40+); 24.11+ answer 200 even when slurmctld refused the token."""
-    pings = payload.get("pings") if isinstance(payload, Mapping) else None
-    if not isinstance(pings, list) or not pings:
-        return False
-    for ping in pings:
-        if not isinstance(ping, Mapping):
-            continue
-        if ping.get("responding") is True or "UP" in (ping.get("ping"), ping.get("pinged")):
-            return True
-    return False
-
-
 class RestTransport:
     """slurmrestd over HTTP(S) with JWT auth (``X-SLURM-USER-NAME``/``X-SLURM-USER-TOKEN``).
 
@@ -237,7 +154,7 @@ class RestTransport:
         if self._token is None or (self._settings.token_file and stale):
             path = self._settings.token_file or ""
             try:
-                text = await asyncio.to_thread(_read_local, path, None)
+                text = await asyncio.to_thread(read_local, path, None)
             except OSError as err:
                 raise SlurmAuthError(f"cannot read the token_file {path!r}: {err.strerror}") from None
             if text is None:
@@ -300,7 +217,7 @@ class RestTransport:
         if status in (401, 403, 511):
             raise SlurmAuthError(
                 f"slurmrestd at {s.address} rejected the token ({status}) for user {s.login!r}: "
-                f"{_jwt_problem(token, s.login)}"
+                f"{jwt_problem(token, s.login)}"
             )
         return status, payload
 
@@ -325,7 +242,7 @@ class RestTransport:
         if rejected:
             return SlurmAuthError(
                 f"slurmrestd at {s.address} rejected the token of user {s.login!r} "
-                f"(HTTP {status} while trying to {what}: {text}): {_jwt_problem(self._token or '', s.login)}"
+                f"(HTTP {status} while trying to {what}: {text}): {jwt_problem(self._token or '', s.login)}"
             )
         return SlurmApiError(
             f"slurmrestd at {s.address} could not {what} (HTTP {status}): {text}",

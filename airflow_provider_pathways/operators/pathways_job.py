@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
 from airflow_provider_pathways.gke.judgement import REATTACHABLE_PHASES, judge_status
+from airflow_provider_pathways.gke.queueing import queue_time_left
 from airflow_provider_pathways.gke.resources import JobKind, proxy_address
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec, PathwaysSpecError
 from airflow_provider_pathways.gke.status import (
@@ -376,19 +377,13 @@ class PathwaysJobOperator(ReattachingJobOperator):
         from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 
         self.defer(
-            trigger=PathwaysJobTrigger(
+            trigger=PathwaysJobTrigger.for_task(
+                self,
                 name=self.spec.name or "",
                 namespace=self.spec.namespace or "",
-                kubernetes_conn_id=self.kubernetes_conn_id,
-                kind=self.kind,
                 wait_until=self.wait_until,
                 min_slices=self.required_slices(self.spec),
-                worker_replicated_job=self.worker_replicated_job,
-                head_replicated_job=self.head_replicated_job,
                 main_container=self.spec.controller.main_container_name,
-                cluster_context=self.cluster_context,
-                config_file=self.config_file,
-                in_cluster=self.in_cluster,
                 fail_on_suspend=self.fail_on_suspend,
                 delete_on_kill="kill" in self.delete_on,
                 deadline=deadline.at,
@@ -420,8 +415,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
                 fail_on_suspend=self.fail_on_suspend,
             ):
                 return status
-            queued_for = status.queued_for()
-            if self.queue_timeout is not None and queued_for is not None and queued_for >= self.queue_timeout:
+            if queue_time_left(status, self.queue_timeout) == 0:
                 self._give_up_queued(context, status)
             return None
 
@@ -463,8 +457,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
         if event.get("status") == "queue_timeout":
             self._status = PathwaysJobStatus.from_dict(event["job"])
             self._give_up_queued(context, self._status)
-        if event.get("status") == "timeout":
-            self.give_up(context, event.get("reason"))
+        self.check_trigger_event(context, event)
         if event.get("status") != "done":
             raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
         return self.finish_job(context, self._identity(), PathwaysJobStatus.from_dict(event["job"]))

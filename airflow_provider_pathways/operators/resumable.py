@@ -98,6 +98,14 @@ class ReattachingJobOperator(BaseOperator):
     def give_up(self, context: Context, reason: str | None) -> NoReturn:
         """The wait ran out of time (``reason``: the limit): clean up per policy and fail the try."""
 
+    def check_trigger_event(self, context: Context, event: dict[str, Any]) -> None:
+        """The answers every trigger may give: a timeout gives up (:meth:`give_up`), an error fails
+        the try."""
+        if event.get("status") == "timeout":
+            self.give_up(context, event.get("reason"))
+        if event.get("status") == "error":
+            raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
+
     def poll(
         self,
         context: Context,

@@ -222,10 +222,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
     def resume(self, context: Context, event: dict[str, Any]) -> None:
         """Common checks when the trigger fired: the job id back, timeouts and trigger errors."""
         self._job_id = int(context["ti"].xcom_pull(task_ids=self.task_id, key="job_id"))
-        if event.get("status") == "timeout":
-            self.give_up(context, event.get("reason"))
-        if event.get("status") == "error":
-            raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
+        self.check_trigger_event(context, event)
 
     def _cancel(self, reason: str) -> None:
         if self._job_id is None:

@@ -142,18 +142,12 @@ class PathwaysJobReadySensor(BaseSensorOperator):
         from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 
         self.defer(
-            trigger=PathwaysJobTrigger(
+            trigger=PathwaysJobTrigger.for_task(
+                self,
                 name=self.job_name,
                 namespace=namespace,
-                kubernetes_conn_id=self.kubernetes_conn_id,
-                kind=self.kind,
                 wait_until=WaitUntil.READY.value,
                 min_slices=self._min_slices(),
-                worker_replicated_job=self.worker_replicated_job,
-                head_replicated_job=self.head_replicated_job,
-                cluster_context=self.cluster_context,
-                config_file=self.config_file,
-                in_cluster=self.in_cluster,
                 fail_on_suspend=False,
                 delete_on_kill=False,
                 deadline=time.time() + self._timeout_seconds(),

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_pathways.gke.queueing import queue_time_left
 from airflow_provider_pathways.gke.resources import JobKind
 from airflow_provider_pathways.gke.status import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB, Phase
 from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments, wait_is_over
@@ -101,6 +102,24 @@ class PathwaysJobTrigger(BaseTrigger):
         self._fired = False
         self._queued = False
 
+    @classmethod
+    def for_task(cls, task: Any, **arguments: Any) -> PathwaysJobTrigger:
+        """The trigger for an operator or sensor: its connection, kind and replicated-job names,
+        and ``arguments``."""
+        inherited = {
+            key: getattr(task, key)
+            for key in (
+                "kubernetes_conn_id",
+                "kind",
+                "worker_replicated_job",
+                "head_replicated_job",
+                "cluster_context",
+                "config_file",
+                "in_cluster",
+            )
+        }
+        return cls(**{**inherited, **arguments})
+
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
@@ -170,7 +189,7 @@ class PathwaysJobTrigger(BaseTrigger):
         try:
             while True:
                 remaining = None if self.deadline is None else max(self.deadline - time.time(), 0)
-                queue_left = self._queue_left(status)
+                queue_left = queue_time_left(status, self.queue_timeout)
                 wait = min((t for t in (remaining, queue_left) if t is not None), default=None)
                 if status is not None and status.phase is Phase.QUEUED:
                     wait = _QUEUED_LOG_EVERY if wait is None else min(wait, _QUEUED_LOG_EVERY)
@@ -184,7 +203,7 @@ class PathwaysJobTrigger(BaseTrigger):
                             "message": "the wait timed out",
                             "reason": self.deadline_reason,
                         }
-                    if status is not None and self._queue_left(status) == 0:
+                    if status is not None and queue_time_left(status, self.queue_timeout) == 0:
                         return {"status": "queue_timeout", "job": status.to_dict()}
                     if status is not None:
                         self.log.info("%s", status.progress(need))  # still queued
@@ -212,13 +231,6 @@ class PathwaysJobTrigger(BaseTrigger):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await pending
             await statuses.aclose()
-
-    def _queue_left(self, status: PathwaysJobStatus | None) -> float | None:
-        """Seconds until ``queue_timeout`` while the job is queued; None when it does not apply."""
-        queued_for = status.queued_for() if status is not None else None
-        if self.queue_timeout is None or queued_for is None:
-            return None
-        return max(self.queue_timeout - queued_for, 0.0)
 
     async def on_kill(self) -> None:
         """Delete the job when the user kills the deferred task (always while it is queued, so it
