@@ -4,8 +4,14 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STATE := .sandbox
+# `make demo` and `make test` stop the sandbox they started when they end (also after a failure or
+# Ctrl-C); KEEP_SANDBOX=1 leaves it running and says how to stop it (`make sandbox-down`).
+KEEP_SANDBOX ?=
+SESSION = $(PY) -m sandbox.session run --name $@ $(if $(filter-out 0,$(KEEP_SANDBOX)),--keep) --
+# sandbox-down also works once the venv is gone (`make clean`): the session module needs Python only.
+SANDBOX_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 
-.PHONY: demo test venv lint bench docs sandbox-slurm sandbox-airflow sandbox-ui sandbox-down clean
+.PHONY: demo test test-steps venv lint bench docs sandbox-slurm sandbox-airflow sandbox-ui sandbox-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,11 +38,16 @@ docs: venv
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 demo: venv
-	$(PY) -m sandbox.demo
+	$(SESSION) $(PY) -m sandbox.demo
 
-test: venv sandbox-slurm sandbox-airflow sandbox-ui docs
+test: venv
+	$(SESSION) $(MAKE) --no-print-directory test-steps
+
+# What `make test` runs inside its sandbox session. PATHWAYS_SANDBOX_REQUIRED=1: a test whose
+# environment is missing (root, Debian, Chromium, a package) fails instead of skipping.
+test-steps: sandbox-slurm sandbox-airflow sandbox-ui docs
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	PATHWAYS_SANDBOX_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider tests
 
 lint: venv
 	$(VENV)/bin/ruff check .
@@ -46,10 +57,11 @@ lint: venv
 bench: venv
 	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
+# Everything any target can have started: the Slurm clusters (host and chroots, whichever checkout
+# started them), this checkout's Kubernetes stand-in, GCS emulators, Airflow and PostgreSQL
+# processes, and what deleted checkouts or killed runs left (sandbox/session.py).
 sandbox-down:
-	-bash sandbox/slurm/down.sh
-	-$(PY) -m sandbox.kube stop --state-dir $(STATE)/kube 2>/dev/null
-	-$(PY) -m sandbox.gcs stop --state-dir $(STATE)/gcs 2>/dev/null
+	$(SANDBOX_PY) -m sandbox.session down
 
 clean: sandbox-down
 	rm -rf $(VENV) $(STATE)

@@ -167,7 +167,9 @@ def main() -> int:
     print("\n=== example_cache_cleanup (example_cache_cleanup.py): a nightly cleanup of a team bucket")
     if run_cache_cleanup_demo(STATE / "gcs-demo") != 0:
         failed.append("example_cache_cleanup")
-    print("\nThe sandbox keeps running; stop it with `make sandbox-down`.")
+    if not os.environ.get("PATHWAYS_SANDBOX_SESSION"):
+        # Run by hand; `make demo` stops the sandbox itself when the demo ends (sandbox/session.py).
+        print("\nThe sandbox keeps running; stop it with `make sandbox-down`.")
     if failed:
         print(f"FAILED: {', '.join(failed)}")
         return 1

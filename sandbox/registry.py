@@ -208,6 +208,58 @@ def wait_gone(found: Iterable[Record], timeout: float = 10.0) -> bool:
     return True
 
 
+# ---- users of the shared Slurm clusters ------------------------------------------------------------
+
+
+@dataclass
+class User:
+    """A process that uses a shared service of the sandbox (a test session using the Slurm clusters)."""
+
+    what: str
+    pid: int
+    start: int
+    repo: str
+    command: list[str] = field(default_factory=list)
+
+    def alive(self) -> bool:
+        return processes.start_time(self.pid) == self.start
+
+    def __str__(self) -> str:
+        return f"pid {self.pid} ({' '.join(self.command)[:80]})"
+
+
+def add_user(what: str, pid: int | None = None) -> None:
+    """Note that process ``pid`` (this one by default) uses ``what`` (e.g. ``slurm``) until it ends:
+    a ``make test``/``make demo`` that ends meanwhile leaves that service running for it."""
+    pid = os.getpid() if pid is None else pid
+    started = processes.start_time(pid)
+    if started is None:
+        return
+    directory = run_dir() / "users"
+    directory.mkdir(parents=True, exist_ok=True)
+    user = User(what, pid, started, str(REPO_ROOT), processes.cmdline(pid))
+    path = directory / f"{what}-{pid}.json"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".user-")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(asdict(user), handle)
+    os.replace(tmp, path)
+
+
+def users(what: str) -> list[User]:
+    """The processes that use ``what`` and still run (the notes of ended ones are deleted)."""
+    found: list[User] = []
+    for path in sorted((run_dir() / "users").glob(f"{what}-*.json")):
+        try:
+            user = User(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue
+        if user.alive():
+            found.append(user)
+        else:
+            path.unlink(missing_ok=True)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m sandbox.registry [list|reap]``: the recorded processes, or stop the orphans."""
     argv = list(sys.argv[1:] if argv is None else argv)

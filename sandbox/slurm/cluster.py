@@ -11,6 +11,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from sandbox import registry
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UP_SCRIPT = REPO_ROOT / "sandbox" / "slurm" / "up.sh"
 VERSIONS_SCRIPT = REPO_ROOT / "sandbox" / "slurm" / "versions.sh"
@@ -32,6 +34,8 @@ def start_slurm_sandbox(timeout: float = 600, version: str = HOST_VERSION) -> di
     ``slurm.json``. The host cluster's ``up.sh`` takes the machine's sandbox over."""
     if version not in VERSIONS:
         raise ValueError(f"unknown sandbox Slurm version {version!r} (known: {', '.join(VERSIONS)})")
+    # A `make test`/`make demo` that ends while this process runs leaves the clusters running for it.
+    registry.add_user("slurm")
     env = {**os.environ, "SANDBOX_SLURM_TAKEOVER": "1"}
     if version == HOST_VERSION:
         command = ["bash", str(UP_SCRIPT)]

@@ -158,6 +158,9 @@ if ! munge_ok; then
 	# Machine-wide: down.sh of any checkout stops the munged a sandbox started.
 	mkdir -p -- "$SANDBOX_RUN_DIR"
 	pid_of /run/munge/munged.pid munged >"$SANDBOX_MUNGE_MARKER" || true
+elif [[ -r $MUNGE_MARKER && ! -e $SANDBOX_MUNGE_MARKER ]]; then
+	# Where an older up.sh noted the munged it started.
+	mv -f -- "$MUNGE_MARKER" "$SANDBOX_MUNGE_MARKER"
 fi
 
 # ---------------------------------------------------------------------------------------------

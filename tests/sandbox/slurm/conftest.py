@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from slurm_sandbox_helpers import REPO_ROOT, UP_SCRIPT, SlurmSandbox
 
+from sandbox import registry
 from tests.environment import require_debian, require_root
 
 
@@ -22,6 +23,7 @@ from tests.environment import require_debian, require_root
 def slurm() -> SlurmSandbox:
     require_root("the Slurm sandbox needs root (it installs packages and starts daemons)")
     require_debian("the Slurm sandbox needs Debian (apt-get)")
+    registry.add_user("slurm")  # a make test/demo ending meanwhile leaves the cluster running
     proc = subprocess.run(
         ["bash", str(UP_SCRIPT)], capture_output=True, text=True, timeout=600, cwd=REPO_ROOT, check=False
     )

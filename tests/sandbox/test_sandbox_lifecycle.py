@@ -1,0 +1,275 @@
+"""The sandbox's life cycle across checkouts: a sandbox that another checkout left running, and was
+deleted since, is taken over; after the stop step (``make sandbox-down``) nothing of it is left.
+
+Both tests start the sandbox from a copy of this checkout's ``sandbox/`` (and ``Makefile``) in a
+temporary directory, as another checkout would. That takes the machine's Slurm clusters over from
+this checkout (they are one per machine); the tests bring them back up from this checkout at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox import processes, registry
+from sandbox.gcs.launcher import start_gcs_emulator
+from sandbox.kube.launcher import ensure_kube_standin
+from sandbox.slurm.cluster import VERSIONS, slurm_cli, start_slurm_sandbox
+from tests.environment import require_debian, require_root
+
+pytestmark = pytest.mark.slurm
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SLURM_DIR = REPO_ROOT / "sandbox" / "slurm"
+CHROOT_BASE = Path(os.environ.get("SANDBOX_CHROOT_DIR") or "/var/lib/pathways-slurm-sandbox")
+# Every fixed port of the Slurm sandbox: the host's cluster, then 24.11's and 26.05's (with sshd).
+SLURM_PORTS = (6817, 6818, 6819, 6820, 2222, 6827, 6828, 6829, 6830, 6831, 2232, 6837, 6838, 6840, 6841, 2242)
+SLURM_DAEMONS = {"slurmctld", "slurmd", "slurmrestd", "slurmstepd", "slurmdbd", "slurmscriptd", "mariadbd"}
+
+
+def _wait(predicate, what: str, timeout: float = 60.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {result!r})")
+        time.sleep(0.1)
+
+
+def _run(command: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        command, cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True, timeout=900, check=False
+    )
+    assert proc.returncode == 0, (
+        f"{shlex.join(command)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    )
+    return proc
+
+
+@pytest.fixture
+def other_checkout() -> Iterator[Path]:
+    """A copy of this checkout's sandbox in a short temporary path (socket paths stay short)."""
+    require_root("the sandbox's life cycle needs root (Slurm clusters, chroots)")
+    require_debian("the Slurm sandbox needs Debian (apt-get)")
+    base = Path(tempfile.mkdtemp(prefix="pw-", dir="/tmp"))
+    copy = base / "checkout"
+    copy.mkdir()
+    shutil.copytree(REPO_ROOT / "sandbox", copy / "sandbox", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(REPO_ROOT / "Makefile", copy / "Makefile")
+    try:
+        yield copy
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        # This checkout's clusters, as the rest of the test session expects them.
+        for version in VERSIONS:
+            start_slurm_sandbox(timeout=900, version=version)
+
+
+def _start_kube(copy: Path) -> subprocess.Popen[bytes]:
+    """The copy's Kubernetes stand-in, detached as ``make demo`` starts it."""
+    state = copy / ".sandbox" / "kube"
+    state.mkdir(parents=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sandbox.kube", "--state-dir", str(state)],
+        cwd=copy,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    _wait(lambda: (state / "kube.json").exists(), "the copy's stand-in to listen")
+    return process
+
+
+def _start_gcs(copy: Path) -> int:
+    """The copy's GCS emulator, detached (``python -m sandbox.gcs start``); its pid."""
+    _run([sys.executable, "-m", "sandbox.gcs", "start", "--state-dir", ".sandbox/gcs"], copy)
+    return int(json.loads((copy / ".sandbox" / "gcs" / "gcs.json").read_text())["pid"])
+
+
+def _pids(run_dir: Path) -> dict[str, tuple[int, int]]:
+    """``{pid file: (pid, start time)}`` of the daemons a Slurm state dir records."""
+    found = {}
+    for path in run_dir.glob("*.pid"):
+        pid = int(path.read_text().strip())
+        started = processes.start_time(pid)
+        assert started is not None, f"{path} names no running process"
+        found[path.name] = (pid, started)
+    return found
+
+
+def _gone(pid: int, started: int) -> bool:
+    return processes.start_time(pid) != started
+
+
+def test_a_sandbox_left_by_a_deleted_checkout_is_taken_over(other_checkout: Path, tmp_path: Path) -> None:
+    copy = other_checkout
+    kube = _start_kube(copy)
+    gcs_pid = _start_gcs(copy)
+    started = {pid: processes.start_time(pid) for pid in (kube.pid, gcs_pid)}
+    _run(["bash", str(copy / "sandbox/slurm/up.sh")], copy, SANDBOX_SLURM_TAKEOVER="1")
+    _run(["bash", str(copy / "sandbox/slurm/versions.sh"), "up", "26.05"], copy, SANDBOX_SLURM_TAKEOVER="1")
+    daemons = {**_pids(copy / ".sandbox/slurm/run"), **_pids(copy / ".sandbox/slurm-26.05/run")}
+    assert {"slurmctld.pid", "slurmrestd.pid", "sshd.pid"} <= set(daemons)
+
+    shutil.rmtree(copy)  # the other checkout is deleted; its sandbox still runs
+
+    # Bringing the sandbox up from this checkout succeeds and ends what the deleted one left.
+    standin = ensure_kube_standin(tmp_path / "kube", detach=False)
+    emulator = start_gcs_emulator(tmp_path / "gcs", reuse=False)
+    try:
+        host = start_slurm_sandbox()
+        chroot = start_slurm_sandbox(timeout=900, version="26.05")
+        for pid, start in started.items():
+            assert _gone(pid, start), f"the deleted checkout's pid {pid} still runs"
+        kube.wait(10)
+        left = {name: pid for name, (pid, start) in daemons.items() if not _gone(pid, start)}
+        assert not left, f"daemons of the deleted checkout still run: {left}"
+        assert host["SLURM_SANDBOX_STATE_DIR"] == str(REPO_ROOT / ".sandbox" / "slurm")
+        assert chroot["SLURM_SANDBOX_STATE_DIR"] == str(REPO_ROOT / ".sandbox" / "slurm-26.05")
+        # The ports are this checkout's daemons'.
+        ours = _pids(REPO_ROOT / ".sandbox/slurm/run")
+        assert processes.port_owners(6817) == {ours["slurmctld.pid"][0]}
+        assert not [r for r in registry.records() if r.repo == str(copy)]
+    finally:
+        standin.stop()
+        emulator.stop()
+
+
+def _sandbox_leftovers(pathways_uid: int | None) -> list[str]:
+    """Every process that belongs to the sandbox's Slurm clusters, described."""
+    roots = {str(CHROOT_BASE / version / "root") for version in VERSIONS[1:]}
+    found = []
+    for pid in processes.all_pids():
+        comm, root = processes.comm(pid), processes.root(pid)
+        if processes.start_time(pid) is None:
+            continue  # a zombie: gone, only not reaped
+        if (
+            comm in SLURM_DAEMONS
+            or root in roots
+            or (pathways_uid is not None and processes.uid(pid) == pathways_uid)
+        ):
+            found.append(f"{pid} {comm} (root {root}): {' '.join(processes.cmdline(pid))[:120]}")
+        elif comm == "sshd" and any(".sandbox/slurm" in part for part in processes.cmdline(pid)):
+            found.append(f"{pid} sshd: {' '.join(processes.cmdline(pid))[:120]}")
+    return found
+
+
+def test_nothing_of_the_sandbox_is_left_after_the_stop_step(other_checkout: Path) -> None:
+    from sandbox.airflow.postgres import postgres_bin_dir
+
+    postgres_bin_dir()  # PostgreSQL (make sandbox-airflow installs it; as root this does too)
+    copy = other_checkout
+    kube = _start_kube(copy)
+    gcs_pid = _start_gcs(copy)
+    # The whole Slurm sandbox from the copy, as `make test` starts it, with a job on each cluster.
+    _run(["make", "--no-print-directory", "sandbox-slurm"], copy)
+    for state in ("slurm", "slurm-24.11", "slurm-26.05"):
+        settings = json.loads((copy / ".sandbox" / state / "slurm.json").read_text())
+        sbatch = [*slurm_cli(settings), "sbatch", "--chdir=/tmp", "--output=/dev/null", "--wrap", "sleep 600"]
+        _run(sbatch, copy)
+    # A PostgreSQL whose owner died without stopping it (a killed test session).
+    _run(
+        [
+            sys.executable,
+            "-c",
+            "from sandbox.airflow.postgres import start_postgres; print(start_postgres().port)",
+        ],
+        copy,
+    )
+    records = [r for r in registry.records() if r.repo == str(copy)]
+    assert {r.kind for r in records} == {"kube", "gcs", "postgres"}
+    munge_marker = registry.run_dir() / "munged.started-by-sandbox"
+    munged = int(munge_marker.read_text()) if munge_marker.exists() else None
+    ports = {port for r in records for port in processes.listening_ports(r.pid)}
+    assert len(ports) == 3
+
+    try:
+        _run(["make", "--no-print-directory", "sandbox-down", f"PY={sys.executable}"], copy)
+    finally:
+        for record in records:  # the directories of what the copy started (the processes are checked below)
+            if record.kind == "postgres":
+                shutil.rmtree(record.state_dir, ignore_errors=True)
+
+    kube.wait(30)
+    assert all(not r.alive() for r in records), [str(r) for r in records if r.alive()]
+    assert processes.start_time(gcs_pid) is None
+    busy = {port for port in (*SLURM_PORTS, *ports) if processes.port_listening(port)}
+    assert not busy, f"ports still taken: {busy}"
+    try:
+        import pwd
+
+        pathways_uid: int | None = pwd.getpwnam("pathways").pw_uid
+    except KeyError:
+        pathways_uid = None
+    assert not _sandbox_leftovers(pathways_uid)
+    if munged is not None:  # the munged the sandbox started
+        assert processes.start_time(munged) is None and not munge_marker.exists()
+    mounts = Path("/proc/self/mounts").read_text()
+    assert f" {CHROOT_BASE}/" not in mounts, "something is still mounted in a chroot"
+    status = subprocess.run(
+        ["bash", str(SLURM_DIR / "status.sh")], capture_output=True, text=True, check=True
+    )
+    assert status.stdout == ""
+    assert not [r for r in registry.records() if r.repo == str(copy) or r.orphaned()]
+
+
+_HOLD = """
+import signal, sys
+from pathlib import Path
+from sandbox.kube.launcher import ensure_kube_standin
+standin = ensure_kube_standin(Path(sys.argv[1]))
+print(standin.pid, flush=True)
+signal.pause()
+"""
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["stop", "keep"])
+def test_a_run_stops_what_it_started_when_interrupted(tmp_path: Path, keep: bool) -> None:
+    """``python -m sandbox.session run`` (``make test``/``make demo``) interrupted with Ctrl-C (SIGINT to
+    the terminal's process group): the command ends, then what it started is stopped, or with
+    ``--keep`` left running and listed with the command that stops it. A run directory of its own
+    keeps this run apart from the machine's (whatever else runs counts as already running)."""
+    env = {**os.environ, registry.RUN_DIR_ENV: str(tmp_path / "run")}
+    command = [sys.executable, "-m", "sandbox.session", "run", "--name", "interrupted"]
+    command += ["--keep"] if keep else []
+    run = subprocess.Popen(
+        [*command, "--", sys.executable, "-c", _HOLD, str(tmp_path / "kube")],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    try:
+        assert run.stdout is not None
+        standin = int(run.stdout.readline())
+        started = processes.start_time(standin)
+        os.killpg(run.pid, signal.SIGINT)  # Ctrl-C
+        _out, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode != 0
+    assert "interrupted (SIGINT)" in err
+    if keep:
+        assert processes.start_time(standin) == started, err
+        assert "Kubernetes stand-in" in err and "stop it with: make sandbox-down" in err
+        processes.stop_all([standin], 10)
+    else:
+        assert processes.start_time(standin) is None, err
+        assert "stopping Kubernetes stand-in" in err
