@@ -12,7 +12,7 @@ from airflow_provider_pathways.gke.job_objects import StatusOptions
 from airflow_provider_pathways.gke.resources import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-from tests.gke import CONN, new_spec, wait_for
+from tests.kube_jobs import CONN, new_spec, wait_for
 
 pytestmark = pytest.mark.usefixtures("kube")
 NS = "hook-tests"

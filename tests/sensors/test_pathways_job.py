@@ -36,7 +36,7 @@ def test_a_preempted_job_fails_the_sensor_as_a_preemption(kube: Any) -> None:
     from airflow_provider_pathways.failures import PathwaysPreempted
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
     from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
-    from tests.gke import CONN, new_spec, wait_for
+    from tests.kube_jobs import CONN, new_spec, wait_for
 
     namespace = "sensor-preempted"
     hook = PathwaysJobHook(kubernetes_conn_id=CONN)

@@ -12,7 +12,7 @@ import pytest
 from airflow_provider_pathways.gke.resources import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
-from tests.gke import CONN, new_spec
+from tests.kube_jobs import CONN, new_spec
 
 NS = "trigger-tests"
 

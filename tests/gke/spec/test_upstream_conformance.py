@@ -19,7 +19,7 @@ from airflow_provider_pathways.gke.naming import default_job_name
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec, WorkerSpec
 from airflow_provider_pathways.gke.spec.machine_rules import machine_problems
 
-UPSTREAM = Path(__file__).resolve().parents[1] / "data" / "upstream"
+UPSTREAM = Path(__file__).resolve().parents[2] / "data" / "upstream"
 CRD_MACHINE_TYPES = (  # pathwaysjob_types.go: +kubebuilder:validation:Enum of MachineType
     "tpu7x-standard-4t",
     "ct6e-standard-4t",

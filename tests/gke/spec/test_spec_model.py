@@ -22,7 +22,7 @@ from airflow_provider_pathways.gke.spec import (
     WorkerSpec,
 )
 
-SAMPLES_DIR = Path(__file__).resolve().parents[1] / "data" / "samples"
+SAMPLES_DIR = Path(__file__).resolve().parents[2] / "data" / "samples"
 UPSTREAM_SAMPLES = sorted(p.name for p in SAMPLES_DIR.glob("upstream-*.pathwaysjob.yaml"))
 XPK_PATHWAYSJOB = "xpk-1.7-golden.pathwaysjob.yaml"
 

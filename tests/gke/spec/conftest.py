@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 SAMPLES_DIR = REPO_ROOT / "tests" / "data" / "samples"
 CRD_PATH = REPO_ROOT / "sandbox" / "kube" / "crds" / "pathwaysjobs.crd.yaml"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
