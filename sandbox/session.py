@@ -23,8 +23,9 @@ The rule for what ran before:
   services nobody kept) as its own and stops it at its end.
 
 ``down`` stops every Slurm cluster of the sandbox on this machine (whichever checkout started it),
-this checkout's recorded processes (those of a test session that still runs too) and every
-orphan, and forgets what was kept.
+this checkout's recorded processes and every orphan, and forgets what was kept. A process that a
+test session still running owns (its fixtures' stand-in, emulator, deployment) is left to that
+session, which stops it when it ends (or, killed, leaves an orphan the next start stops).
 """
 
 from __future__ import annotations
@@ -104,17 +105,17 @@ def _runner(command: list[str]) -> Callable[[], bool]:
     return run
 
 
-def _process_services(include_owned: bool = False) -> list[Service]:
+def _process_services() -> list[Service]:
     """Recorded processes of this checkout that nothing else ends, and orphans of any checkout.
 
     A process recorded with a living owner (a test session's stand-in, emulator, deployment) ends
-    with that owner, which may be another test session of this checkout: a run leaves it alone (once
-    the owner is gone it is an orphan). ``include_owned`` (``down``) takes those too.
+    with that owner, which may be another test session of this checkout that still runs: it is left
+    alone (once the owner is gone without stopping it, it is an orphan).
     """
     found: list[Service] = []
     records = registry.records()
     for record in records:
-        if record.orphaned() or (record.of_this_checkout() and (include_owned or record.owner is None)):
+        if record.orphaned() or (record.of_this_checkout() and record.owner is None):
             found.append(Service(record.key, str(record), False, record.stop))
     # Airflow components before their PostgreSQL.
     order = {r.key: r.stop_first for r in records}
@@ -122,8 +123,14 @@ def _process_services(include_owned: bool = False) -> list[Service]:
     return found
 
 
-def running_services(include_owned: bool = False) -> list[Service]:
-    return [*_process_services(include_owned), *_slurm_services()]
+def _owned_elsewhere() -> list[registry.Record]:
+    """This checkout's processes that a test session still running owns (it stops them itself)."""
+    records = registry.records()
+    return [r for r in records if r.of_this_checkout() and r.owner is not None and not r.orphaned()]
+
+
+def running_services() -> list[Service]:
+    return [*_process_services(), *_slurm_services()]
 
 
 def stop_services(services: list[Service]) -> list[Service]:
@@ -230,6 +237,8 @@ def end(me: str, keep: bool) -> int:
             why = ""
             if service.key in failed_keys:
                 why = " (would not stop)"
+            elif service.key in kept and not keep:
+                why = " (it ran before this run began)"
             elif not keep and service.key not in kept:
                 if service.shared and slurm_users and not others:
                     why = f" (in use by {', '.join(map(str, slurm_users))})"
@@ -278,10 +287,12 @@ def run(command: list[str], name: str, keep: bool) -> int:
 
 def down() -> int:
     """Stop everything of the sandbox: the Slurm clusters, this checkout's processes, orphans."""
-    services = running_services(include_owned=True)
+    services = running_services()
     failed = stop_services(services)
     with _locked_state() as state:
         state["kept"] = []
+    for record in _owned_elsewhere():
+        _say(f"left running: {record} (a test session, pid {record.owner}, stops it when it ends)")
     if failed:
         _say("still running: " + "; ".join(s.description for s in failed))
         return 1
