@@ -7,9 +7,10 @@
 ``run`` notes which services of the sandbox already run, runs COMMAND (Ctrl-C and SIGTERM reach it;
 the stop step still follows), and then stops what the run started: the Slurm clusters (the host's
 22.05 from ``up.sh``, 24.11 and 26.05 in chroots from ``versions.sh``, with their sshd and munged),
-and every recorded process of this checkout (``sandbox.registry``: the Kubernetes stand-in, the GCS
-emulators, the deployment's PostgreSQL and Airflow processes, ...) together with the orphans any
-checkout left. ``--keep`` (``KEEP_SANDBOX=1``) stops nothing and prints what runs and how to stop it.
+every recorded process of this checkout that no running process owns (``sandbox.registry``: the
+demo's Kubernetes stand-in, a detached GCS emulator, ...), and the orphans any checkout left (a
+killed test session's stand-in, emulators, PostgreSQL and Airflow processes). ``--keep``
+(``KEEP_SANDBOX=1``) stops nothing and prints what runs and how to stop it.
 
 The rule for what ran before:
 
