@@ -14,7 +14,7 @@ HOOK = SlurmHook(slurm_conn_id="no_such_connection")
 
 def test_a_request_and_its_fields_together_are_refused() -> None:
     request = SubmitRequest.build(script="#!/bin/bash\necho hi\n")
-    with pytest.raises(TypeError, match="give a SubmitRequest or its fields, not both .*job_name"):
+    with pytest.raises(TypeError, match=r"give a SubmitRequest or its fields, not both .*job_name"):
         HOOK.submit_job(request, job_name="again")
 
 
