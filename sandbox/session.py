@@ -268,10 +268,13 @@ def run(command: list[str], name: str, keep: bool) -> int:
     received: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
-        # Ctrl-C reaches the child through the terminal's process group; SIGTERM/SIGHUP are passed on.
+        # Ctrl-C reaches the command through the terminal's process group; SIGTERM and SIGHUP are
+        # passed on to it and everything it started (a shell or make does not pass them on).
         received.append(signum)
         if signum != signal.SIGINT and child.poll() is None:
-            child.send_signal(signum)
+            for pid in [child.pid, *processes.descendants(child.pid)]:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, forward)
