@@ -234,11 +234,11 @@ def test_preemption_through_the_high_partition(
         assert "preempted" in message
 
         def requeued() -> SlurmJob | None:
+            # On its way back a requeued job passes COMPLETING (24.11, 26.05): wait until it waits.
             job = hook.get_job(requeueing)
-            return job if job is not None and job.requeued else None
+            return job if job is not None and job.state == "PENDING" and job.restarts >= 1 else None
 
         victim = wait_for(requeued, "the batch job to be requeued by preemption")
-        assert victim.state == "PENDING" and victim.restarts >= 1
         assert job_outcome(victim)[:2] == (JobOutcome.ACTIVE, FailureClass.PREEMPTED)
 
 
