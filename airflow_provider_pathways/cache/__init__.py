@@ -8,6 +8,8 @@
 - :mod:`.accounting`: how answers to deletes become the report's counts;
 - :mod:`.batch`, :mod:`.storage`, :mod:`.deleter`: the GCS JSON API calls and the concurrent
   delete pass (google-auth, urllib3 and google-api-core are loaded only when used);
+- :mod:`.jsonstream`, :mod:`.listing`: listing answers read as they arrive; a location listed
+  with long listings split by folder, several listings at once;
 - :mod:`.lifecycle`: bucket lifecycle rules.
 
 Importing this package loads no Google client library.

@@ -213,14 +213,19 @@ class PlanBuilder:
 
     def select(self, listing: Iterable[CacheObject]) -> Iterator[CacheEntry]:
         """Yield the entries to delete (with the generation listed), updating :attr:`summary`."""
-        summary = self.summary
         stats = ListingStats()
+        return self.select_entries(group_entries(listing, self.selector, stats), stats)
+
+    def select_entries(self, entries: Iterable[CacheEntry], stats: ListingStats) -> Iterator[CacheEntry]:
+        """Like :meth:`select`, from cache entries already grouped (e.g. by several listings at once);
+        ``stats`` counts everything those listings saw and is complete once ``entries`` is."""
+        summary = self.summary
         workdir = Path(tempfile.mkdtemp(prefix="pathways-cache-candidates-", dir=self.spill_dir))
         try:
             candidates_path = workdir / "candidates.jsonl"
             seq = 0
             with open(candidates_path, "w", encoding="utf-8") as candidates:
-                for entry in group_entries(listing, self.selector, stats):
+                for entry in entries:
                     summary.cache_entries += 1
                     summary.cache_objects += len(entry.objects)
                     summary.cache_bytes += entry.size
@@ -243,6 +248,9 @@ class PlanBuilder:
                         yield self._take(entry)
                 summary.over_budget_bytes = max(excess, 0)
         finally:
+            close = getattr(entries, "close", None)
+            if close is not None:  # stopped early: stop the listings too
+                close()
             self._finish(stats)
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -281,14 +289,15 @@ def build_plan(
 
 
 def _sorted_candidates(path: Path, workdir: Path, run_entries: int) -> Iterator[tuple[int, int, CacheEntry]]:
-    """Candidates oldest first (ties in listing order): an external merge sort over runs on disk."""
+    """Candidates oldest first, ties by name (the same order however the listing was split): an
+    external merge sort over runs on disk."""
     runs: list[Path] = []
     with open(path, encoding="utf-8") as handle:
         while True:
-            chunk: list[tuple[int, int, str]] = []
+            chunk: list[tuple[int, str, str]] = []
             for line in handle:
-                updated, seq, _ = json.loads(line)
-                chunk.append((updated, seq, line))
+                updated, _seq, members = json.loads(line)
+                chunk.append((updated, members[0][0], line))
                 if len(chunk) >= run_entries:
                     break
             if not chunk:
@@ -305,4 +314,4 @@ def _sorted_candidates(path: Path, workdir: Path, run_entries: int) -> Iterator[
             for line in handle:
                 yield _decode(line)
 
-    yield from heapq.merge(*(read(run) for run in runs), key=lambda item: (item[0], item[1]))
+    yield from heapq.merge(*(read(run) for run in runs), key=lambda item: (item[0], item[2].objects[0].name))

@@ -246,3 +246,9 @@ class ListingStats:
     listed_objects: int = 0
     listed_bytes: int = 0
     unpaired_jax_objects: int = 0
+
+    def add(self, other: ListingStats) -> None:
+        """Add the counts of another listing of the same location."""
+        self.listed_objects += other.listed_objects
+        self.listed_bytes += other.listed_bytes
+        self.unpaired_jax_objects += other.unpaired_jax_objects

@@ -6,6 +6,10 @@ and refreshed, connections kept alive, at most ``pool_size`` kept open) and are 
 jitter. google-auth, urllib3 and google-api-core are imported when a :class:`StorageApi` is
 built, not when this module is.
 
+Listing answers are read as they arrive (:mod:`.jsonstream`) and handed on in chunks of at most
+:data:`CHUNK_OBJECTS` objects, so memory does not depend on how many objects a server puts in one
+page. No page size is asked unless the caller gives one: GCS then answers its maximum, 1000.
+
 Every attempt is classified for the accounting rule (:mod:`.accounting`): *not sent* (the
 connection could not be made), *answered* (any status), or *unanswered* (sent, then the connection
 dropped or timed out while waiting: the server may have carried it out).
@@ -16,24 +20,28 @@ from __future__ import annotations
 import functools
 import json
 import os
-import queue
-import threading
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from airflow_provider_pathways.cache.batch import BatchCall, encode_batch, parse_batch_response
 from airflow_provider_pathways.cache.errors import BucketNotFoundError, CacheCleanupError
+from airflow_provider_pathways.cache.jsonstream import iter_members
 from airflow_provider_pathways.cache.selection import CacheObject
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 BATCH_UNSUPPORTED_STATUSES = frozenset({400, 404, 405, 501})
-LIST_FIELDS = "items(name,generation,size,updated),nextPageToken"
+LIST_FIELDS = "items(name,generation,size,updated),prefixes,nextPageToken"
+FOLDER_FIELDS = "prefixes,nextPageToken"
+# Objects handed on at a time by a listing (GCS pages hold at most 1000).
+CHUNK_OBJECTS = 1000
+_STREAM_BYTES = 64 * 1024
+_LISTED_ARRAYS = frozenset({"items", "prefixes"})
 
 T = TypeVar("T")
 
@@ -75,6 +83,14 @@ class RetryPolicy:
     on_retry: Callable[[], None] = lambda: None
 
 
+class ListChunk(NamedTuple):
+    """Part of a listing: objects in name order and, at the end of each answer of a listing with a
+    delimiter, the folder prefixes that answer held."""
+
+    objects: list[CacheObject]
+    prefixes: list[str]
+
+
 @dataclass(frozen=True)
 class DeleteResult:
     """A delete's final answer (``None``: none) and whether an earlier attempt went unanswered."""
@@ -102,6 +118,29 @@ def storage_endpoint() -> str:
     return host if "://" in host else f"http://{host}"
 
 
+def _listed_object(item: dict[str, Any]) -> CacheObject:
+    return CacheObject(
+        item["name"],
+        int(item.get("generation") or 0),
+        int(item.get("size") or 0),
+        parse_rfc3339(item.get("updated") or item["timeCreated"]),
+    )
+
+
+def _listing_refused(bucket: str, prefix: str, where: str, status: int, data: bytes) -> CacheCleanupError:
+    """The error for a listing answered with a status that is not worth retrying."""
+    if status == 404:
+        return BucketNotFoundError(
+            f"bucket {bucket!r} does not exist or is not visible to these credentials: check the bucket name"
+        )
+    if status in (401, 403):
+        return CacheCleanupError(
+            f"not allowed to list {where}: the account needs storage.objects.list "
+            "and storage.objects.delete on the bucket (e.g. roles/storage.objectAdmin)"
+        )
+    return CacheCleanupError(f"listing {where} failed: {error_detail(status, data)}")
+
+
 def error_detail(status: int, body: bytes) -> str:
     """The server's error message (never request headers), shortened."""
     try:
@@ -119,40 +158,6 @@ def parse_rfc3339(text: str) -> datetime:
         from google.api_core.datetime_helpers import from_rfc3339
 
         return from_rfc3339(text)
-
-
-def prefetched(pages: Iterable[list[T]], depth: int = 1) -> Iterator[T]:
-    """Yield the items of ``pages`` while a thread fetches up to ``depth`` pages ahead."""
-    slots: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def fetch() -> None:
-        try:
-            for page in pages:
-                while not stop.is_set():
-                    try:
-                        slots.put(("page", page), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            slots.put(("end", None))
-        except BaseException as err:  # handed to the consumer
-            slots.put(("error", err))
-
-    thread = threading.Thread(target=fetch, name="cache-listing", daemon=True)
-    thread.start()
-    try:
-        while True:
-            kind, value = slots.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            yield from value
-    finally:
-        stop.set()
 
 
 class StorageApi:
@@ -223,23 +228,44 @@ class StorageApi:
         """``/storage/v1/b/BUCKET/o/NAME`` with both parts escaped."""
         return f"/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o/{urllib.parse.quote(name, safe='')}"
 
-    def _attempt(
-        self, call: _Call, method: str, url: str, body: bytes | None = None, content_type: str | None = None
-    ) -> tuple[int, str, bytes]:
-        """One attempt: (status, content type, body); raises :class:`Transient` to be retried."""
+    def _send(
+        self,
+        call: _Call,
+        method: str,
+        url: str,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        *,
+        stream: bool = False,
+    ) -> Any:
+        """Send one attempt and return the urllib3 response (its body not read yet if ``stream``);
+        raises :class:`NotSent` or :class:`Unanswered`."""
         call.attempts += 1
         headers = dict(self._headers)
         if content_type:
             headers["Content-Type"] = content_type
         try:
-            response = self._http.request(
-                method, url, body=body, headers=headers, retries=False, redirect=False, timeout=self._timeout
+            return self._http.request(
+                method,
+                url,
+                body=body,
+                headers=headers,
+                retries=False,
+                redirect=False,
+                timeout=self._timeout,
+                preload_content=not stream,
             )
         except self._not_sent as err:
             raise NotSent(f"{type(err).__name__}: {err}"[:200]) from None
         except self._unanswered as err:
             call.unanswered = True
             raise Unanswered(f"{type(err).__name__}: {err}"[:200]) from None
+
+    def _attempt(
+        self, call: _Call, method: str, url: str, body: bytes | None = None, content_type: str | None = None
+    ) -> tuple[int, str, bytes]:
+        """One attempt: (status, content type, body); raises :class:`Transient` to be retried."""
+        response = self._send(call, method, url, body, content_type)
         data = response.data
         if response.status in RETRY_STATUSES:
             raise RetryableStatus(response.status, error_detail(response.status, data))
@@ -250,14 +276,8 @@ class StorageApi:
         from google.api_core import retry as api_retry
 
         policy = self.policy
-
-        def retryable(err: Exception) -> bool:
-            return (
-                isinstance(err, Transient) and call.attempts < policy.max_attempts and not policy.cancelled()
-            )
-
         retry = api_retry.Retry(
-            predicate=retryable,
+            predicate=self._retryable(call),
             initial=policy.initial_delay,
             maximum=policy.max_delay,
             multiplier=2.0,
@@ -266,51 +286,137 @@ class StorageApi:
         )
         return retry(attempt)()
 
+    def _retryable(self, call: _Call) -> Callable[[Exception], bool]:
+        policy = self.policy
+
+        def retryable(err: Exception) -> bool:
+            return (
+                isinstance(err, Transient) and call.attempts < policy.max_attempts and not policy.cancelled()
+            )
+
+        return retryable
+
     # ----------------------------------------------------------------------------------------
 
-    def list_pages(self, bucket: str, prefix: str, page_size: int) -> Iterator[list[CacheObject]]:
-        """Objects under ``prefix``, in name order, one page (at most ``page_size``) at a time."""
+    def list_chunks(
+        self,
+        bucket: str,
+        prefix: str,
+        page_size: int | None = None,
+        *,
+        delimiter: str = "",
+        start_offset: str = "",
+        folders_only: bool = False,
+        chunk_size: int = CHUNK_OBJECTS,
+        on_next_page: Callable[[], None] | None = None,
+    ) -> Iterator[ListChunk]:
+        """Objects under ``prefix`` in name order, in chunks of at most ``chunk_size``, read as the
+        answers arrive. ``page_size``: ``maxResults`` to ask (None: the server's own, 1000 on GCS).
+        With a ``delimiter``, objects below the next delimiter are left out and their folder
+        prefixes come instead (with the last chunk of each answer); ``folders_only`` asks for the
+        prefixes alone (one chunk per answer, empty if the answer named no folder).
+        ``start_offset``: only names from this one on. ``on_next_page`` is called as soon as an
+        answer says another page follows.
+
+        An answer cut off while it was being read is asked again (backoff and attempts as for
+        every request); what was already handed on is skipped, by name.
+        """
+        from google.api_core import retry as api_retry
+
         path = f"/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o"
+        where = f"gs://{bucket}/{prefix}"
+        policy = self.policy
         token: str | None = None
+        handed_on: str | None = None  # the last object name handed on
         while True:
-            query = {"maxResults": str(page_size), "fields": LIST_FIELDS}
+            query = {"fields": FOLDER_FIELDS if folders_only else LIST_FIELDS}
+            if page_size:
+                query["maxResults"] = str(page_size)
             if prefix:
                 query["prefix"] = prefix
+            if delimiter:
+                query["delimiter"] = delimiter
+            if start_offset:
+                query["startOffset"] = start_offset
             if token:
                 query["pageToken"] = token
             url = self._url(path, query)
             call = _Call()
+            answer: dict[str, str | None] = {"next": None}
+
+            def read_answer(
+                url: str = url, call: _Call = call, answer: dict[str, str | None] = answer
+            ) -> Iterator[ListChunk]:
+                nonlocal handed_on
+                answer["next"] = None
+                response = self._send(call, "GET", url, stream=True)
+                done = False
+                try:
+                    status = response.status
+                    if status != 200:
+                        data = response.data
+                        done = True
+                        if status in RETRY_STATUSES:
+                            raise RetryableStatus(status, error_detail(status, data))
+                        raise _listing_refused(bucket, prefix, where, status, data)
+                    objects: list[CacheObject] = []
+                    prefixes: list[str] = []
+                    try:
+                        for key, value in iter_members(response.stream(_STREAM_BYTES), _LISTED_ARRAYS):
+                            if key == "items":
+                                obj = _listed_object(value)
+                                if handed_on is not None and obj.name <= handed_on:
+                                    continue  # handed on before this answer was cut off
+                                if len(objects) >= chunk_size:
+                                    handed_on = objects[-1].name
+                                    yield ListChunk(objects, [])
+                                    objects = []
+                                objects.append(obj)
+                            elif key == "prefixes":
+                                prefixes.append(value)
+                            elif key == "nextPageToken":
+                                answer["next"] = value
+                                if value and on_next_page is not None:
+                                    on_next_page()
+                    except self._unanswered as err:
+                        raise Unanswered(f"{type(err).__name__}: {err}"[:200]) from None
+                    except (ValueError, KeyError, TypeError) as err:
+                        raise Unanswered(f"listing answer unreadable: {err}"[:200]) from None
+                    done = True
+                    if objects:
+                        handed_on = objects[-1].name
+                    if objects or prefixes or folders_only:
+                        yield ListChunk(objects, prefixes)
+                finally:
+                    if done:
+                        response.release_conn()
+                    else:  # stopped or cut off while reading: the connection cannot be reused
+                        response.close()
+                        response.release_conn()
+
+            retry = api_retry.StreamingRetry(
+                predicate=self._retryable(call),
+                initial=policy.initial_delay,
+                maximum=policy.max_delay,
+                multiplier=2.0,
+                timeout=None,
+                on_error=lambda _err: policy.on_retry(),
+            )
             try:
-                status, _, data = self._retrying(call, functools.partial(self._attempt, call, "GET", url))
+                yield from retry(read_answer)()
             except Transient as err:
-                raise CacheCleanupError(f"listing gs://{bucket}/{prefix} failed: {err}") from None
-            if status == 404:
-                raise BucketNotFoundError(
-                    f"bucket {bucket!r} does not exist or is not visible to these credentials: "
-                    "check the bucket name"
-                )
-            if status in (401, 403):
-                raise CacheCleanupError(
-                    f"not allowed to list gs://{bucket}/{prefix}: the account needs storage.objects.list "
-                    "and storage.objects.delete on the bucket (e.g. roles/storage.objectAdmin)"
-                )
-            if status != 200:
-                raise CacheCleanupError(
-                    f"listing gs://{bucket}/{prefix} failed: {error_detail(status, data)}"
-                )
-            page = json.loads(data)
-            yield [
-                CacheObject(
-                    item["name"],
-                    int(item.get("generation") or 0),
-                    int(item.get("size") or 0),
-                    parse_rfc3339(item.get("updated") or item["timeCreated"]),
-                )
-                for item in page.get("items", ())
-            ]
-            token = page.get("nextPageToken")
+                raise CacheCleanupError(f"listing {where} failed: {err}") from None
+            token = answer["next"]
             if not token:
                 return
+
+    def list_pages(
+        self, bucket: str, prefix: str, page_size: int | None = None
+    ) -> Iterator[list[CacheObject]]:
+        """Objects under ``prefix``, in name order, a chunk (at most :data:`CHUNK_OBJECTS`) at a time."""
+        for chunk in self.list_chunks(bucket, prefix, page_size):
+            if chunk.objects:
+                yield chunk.objects
 
     def delete(self, bucket: str, obj: CacheObject) -> DeleteResult:
         """Delete ``obj`` if its generation is still the one listed (``ifGenerationMatch``)."""

@@ -27,7 +27,7 @@ from airflow_provider_pathways.cache.lifecycle import apply_age_rule, check_rule
 from airflow_provider_pathways.cache.location import GcsLocation
 from airflow_provider_pathways.cache.plan import CleanupPlan, PlanBuilder, encode_entry
 from airflow_provider_pathways.cache.report import CleanupReport
-from airflow_provider_pathways.cache.selection import CacheEntry, CacheObject, CacheSelector
+from airflow_provider_pathways.cache.selection import CacheEntry, CacheSelector
 from airflow_provider_pathways.cache.values import DEFAULT_MIN_AGE, check_count, parse_duration, parse_size
 
 if TYPE_CHECKING:
@@ -42,8 +42,8 @@ __all__ = ["DEFAULT_GCP_CONN_ID", "CompilationCacheHook", "ensure_age_rule"]
 DEFAULT_GCP_CONN_ID = "google_cloud_default"
 STORAGE_SCOPE = "https://www.googleapis.com/auth/devstorage.full_control"
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
-LIST_PAGE_SIZE = 1000
 MAX_WORKERS = 256
+MAX_LIST_WORKERS = 32
 _USER_AGENT = f"airflow-provider-pathways/{__version__} compilation-cache-cleanup"
 
 
@@ -64,8 +64,12 @@ class CompilationCacheHook(BaseHook):
     :param max_workers: concurrent requests (GCS starts a bucket at about 1000 writes/s).
     :param batch_size: objects per JSON batch request (1 to 100; 1: one request per object). If
         the server takes no batches, the hook falls back to one request per object.
-    :param list_page_size: objects asked per listing page; GCS answers at most 1000, so memory
-        holds about two pages of that size (one being read, one fetched ahead).
+    :param list_page_size: objects asked per listing page (``maxResults``); by default none is
+        asked and the server answers its own page size (GCS: 1000, its maximum). Answers are read
+        as they arrive and handed on 1000 objects at a time, so memory does not grow with the page.
+    :param list_workers: listings at once: each cache prefix is listed apart, and a listing that
+        takes more than one page is split by folder (the folders further on, named by one listing
+        with the ``/`` delimiter, are listed apart); see :mod:`airflow_provider_pathways.cache.listing`.
     :param timeout: seconds to connect, and to wait for each answer.
     :param max_attempts: attempts per request on 408/429/5xx or connection errors.
     :param retry_initial_delay: first backoff delay in seconds (doubles, with jitter).
@@ -87,7 +91,8 @@ class CompilationCacheHook(BaseHook):
         user_project: str | None = None,
         max_workers: int = 32,
         batch_size: int = 100,
-        list_page_size: int = LIST_PAGE_SIZE,
+        list_page_size: int | None = None,
+        list_workers: int = 4,
         timeout: float = 60.0,
         max_attempts: int = 6,
         retry_initial_delay: float = 0.5,
@@ -97,7 +102,9 @@ class CompilationCacheHook(BaseHook):
         super().__init__()
         check_count(max_workers, param="max_workers", low=1, high=MAX_WORKERS)
         check_count(batch_size, param="batch_size", low=1, high=100)
-        check_count(list_page_size, param="list_page_size", low=1)
+        if list_page_size is not None:
+            check_count(list_page_size, param="list_page_size", low=1)
+        check_count(list_workers, param="list_workers", low=1, high=MAX_LIST_WORKERS)
         check_count(max_attempts, param="max_attempts", low=1)
         check_count(progress_every, param="progress_every", low=1)
         if not timeout > 0 or not retry_initial_delay >= 0 or not retry_max_delay >= 0:
@@ -109,6 +116,7 @@ class CompilationCacheHook(BaseHook):
         self.max_workers = max_workers
         self.batch_size = batch_size
         self.list_page_size = list_page_size
+        self.list_workers = list_workers
         self.timeout = timeout
         self.max_attempts = max_attempts
         self.retry_initial_delay = retry_initial_delay
@@ -214,7 +222,7 @@ class CompilationCacheHook(BaseHook):
         return StorageApi(
             credentials,
             endpoint=storage_endpoint(),
-            pool_size=pool_size or self.max_workers + 2,
+            pool_size=pool_size or self.max_workers + self.list_workers + 1,
             timeout=self.timeout,
             user_project=self.user_project,
             user_agent=_USER_AGENT,
@@ -264,7 +272,8 @@ class CompilationCacheHook(BaseHook):
         allow_any_prefix: bool = False,
     ) -> CleanupPlan:
         """
-        List the location page by page and plan which cache entries go; deletes nothing.
+        List the location (split by folder when long, ``list_workers`` listings at once) and plan
+        which cache entries go; deletes nothing.
 
         Only cache entries count (see :class:`~airflow_provider_pathways.cache.selection.CacheSelector`):
         objects inside a ``compilation_cache/`` or ``jax_cache/`` folder (at any depth) or, with
@@ -289,12 +298,12 @@ class CompilationCacheHook(BaseHook):
             allow_any_prefix=allow_any_prefix,
         )
         started = time.monotonic()
-        api = self.storage_api(pool_size=2)
+        api = self.storage_api(pool_size=self.list_workers + 1)
         workdir = Path(tempfile.mkdtemp(prefix="pathways-cache-plan-"))
         spill = workdir / "plan.jsonl"
         try:
             with open(spill, "w", encoding="utf-8") as out:
-                for entry in builder.select(self._listing(api, builder.selector)):
+                for entry in self._select(api, builder):
                     out.write(encode_entry(entry))
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -315,13 +324,14 @@ class CompilationCacheHook(BaseHook):
         )
         return CleanupPlan(builder.selector.location, summary, spill, workdir)
 
-    def _listing(self, api: StorageApi, selector: CacheSelector) -> Iterator[CacheObject]:
-        """Stream listed objects, the next page fetched while this one is used."""
-        from airflow_provider_pathways.cache.storage import prefetched
+    def _select(self, api: StorageApi, builder: PlanBuilder) -> Iterator[CacheEntry]:
+        """The entries to delete, as the listings (``list_workers`` at once) find them."""
+        from airflow_provider_pathways.cache.listing import LocationListing
 
-        bucket = selector.location.bucket
-        for prefix in selector.listing_prefixes():
-            yield from prefetched(api.list_pages(bucket, prefix, self.list_page_size))
+        listing = LocationListing(
+            api, builder.selector, page_size=self.list_page_size, workers=self.list_workers
+        )
+        return builder.select_entries(listing.entries(), listing.stats)
 
     # ----------------------------------------------------------------------------------------
     # Deleting
@@ -360,7 +370,7 @@ class CompilationCacheHook(BaseHook):
         report = CleanupReport(plan=builder.summary, dry_run=dry_run)
         tally = self._tally(report, max_errors)
         api = self.storage_api(on_retry=tally.retried)
-        entries = builder.select(self._listing(api, builder.selector))
+        entries = self._select(api, builder)
         if dry_run:
             started = time.monotonic()
             try:

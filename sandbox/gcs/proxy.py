@@ -18,11 +18,17 @@ own), and the answers go back as one ``multipart/mixed`` response. With
 so was every other part (a request carried out in full, its answer lost).
 
 ``refuse_batches()`` makes it answer batch requests with 404, like a server without them.
-Everything else is forwarded unchanged.
+``cut_listings(n, after_bytes)`` forwards the next ``n`` object listings but sends only the first
+``after_bytes`` bytes of each answer's body (its full length announced), then closes the
+connection, as when a connection breaks while an answer is read. ``hold_listings(n)`` makes the
+next ``n`` object listings wait for one another before they are forwarded (a barrier, with a
+deadline), and ``listings_in_flight_high`` says how many listings it has seen at once, so a test can
+show listings run at the same time. Everything else is forwarded unchanged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.parser
 import email.policy
 import http.client
@@ -80,6 +86,11 @@ class GcsProxy:
         self.fault_injected = threading.Event()  # set at the first fault injected
         self.authorizations: list[str] = []  # the Authorization header of every request that had one
         self.batches = True
+        self.cut_answers = 0  # listing answers cut off so far
+        self._cuts = (0, 0)  # (listings still to cut, bytes of each answer to send)
+        self._hold: tuple[threading.Barrier, int] | None = None  # (barrier, listings still to hold)
+        self._listings_in_flight = 0
+        self.listings_in_flight_high = 0
         self._faults = _Faults()
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -95,17 +106,31 @@ class GcsProxy:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                status, headers, data = proxy._dispatch(self.command, self.path, dict(self.headers), body)
+                if self.command == "GET" and _is_listing_path(urllib.parse.urlsplit(self.path).path):
+                    proxy._listing_started()
+                    try:
+                        answer = proxy._dispatch(self.command, self.path, dict(self.headers), body)
+                    finally:
+                        proxy._listing_ended()
+                else:
+                    answer = proxy._dispatch(self.command, self.path, dict(self.headers), body)
+                status, headers, data = answer
                 if status == 0:
                     self.close_connection = True
                     return
+                cut = proxy._cut_at(self.command, self.path, status, len(data))
                 self.send_response(status)
                 for key, value in headers:
                     if key.lower() not in _HOP_HEADERS and key.lower() != "content-length":
                         self.send_header(key, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if cut is None:
+                    self.wfile.write(data)
+                else:  # the announced length is never sent in full
+                    self.wfile.write(data[:cut])
+                    self.wfile.flush()
+                    self.close_connection = True
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
@@ -120,6 +145,46 @@ class GcsProxy:
     def refuse_batches(self) -> None:
         """Answer batch requests with 404, as a server without the batch endpoint does."""
         self.batches = False
+
+    def hold_listings(self, count: int, timeout: float = 30.0) -> None:
+        """Make the next ``count`` object listings wait until ``count`` are in flight at once (or
+        ``timeout`` seconds pass; then they go on) before they are forwarded."""
+        with self._lock:
+            self._hold = (threading.Barrier(count, timeout=timeout), count)
+
+    def _listing_started(self) -> None:
+        with self._lock:
+            self._listings_in_flight += 1
+            self.listings_in_flight_high = max(self.listings_in_flight_high, self._listings_in_flight)
+            barrier = None
+            if self._hold is not None:
+                barrier, left = self._hold
+                self._hold = (barrier, left - 1) if left > 1 else None
+        if barrier is not None:
+            with contextlib.suppress(threading.BrokenBarrierError):  # not all came in time: go on
+                barrier.wait()
+
+    def _listing_ended(self) -> None:
+        with self._lock:
+            self._listings_in_flight -= 1
+
+    def cut_listings(self, count: int, after_bytes: int) -> None:
+        """Send only the first ``after_bytes`` bytes of the next ``count`` object listing answers
+        (answered 200 with a longer body), then close the connection."""
+        with self._lock:
+            self._cuts = (count, after_bytes)
+
+    def _cut_at(self, method: str, path: str, status: int, length: int) -> int | None:
+        """Where to cut this answer off, or None to send it whole."""
+        if method != "GET" or not _is_listing_path(urllib.parse.urlsplit(path).path) or status != 200:
+            return None
+        with self._lock:
+            count, after = self._cuts
+            if count <= 0 or after >= length:
+                return None
+            self._cuts = (count - 1, after)
+            self.cut_answers += 1
+        return after
 
     def fail_deletes(self, status: int, per_object: int) -> None:
         """Answer the first ``per_object`` DELETE attempts of each object with ``status`` (not forwarded)."""
@@ -275,6 +340,12 @@ class GcsProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _is_listing_path(path: str) -> bool:
+    """``/storage/v1/b/{bucket}/o``: an object listing."""
+    parts = path.split("/")
+    return len(parts) == 6 and parts[1:4] == ["storage", "v1", "b"] and parts[5] == "o"
 
 
 def _is_object_path(path: str) -> bool:

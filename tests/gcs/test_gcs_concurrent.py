@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
-from airflow_provider_pathways.compilation_cache import CleanupReport
+from airflow_provider_pathways.cache import CleanupReport
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
 from sandbox.gcs.proxy import GcsProxy

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from airflow_provider_pathways.compilation_cache import BucketNotFoundError
+from airflow_provider_pathways.cache import BucketNotFoundError
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator, SeedObject
 from sandbox.gcs.proxy import GcsProxy

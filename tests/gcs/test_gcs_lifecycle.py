@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from airflow_provider_pathways.compilation_cache import CacheCleanupError
+from airflow_provider_pathways.cache import CacheCleanupError
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
 
