@@ -63,12 +63,7 @@ for marker in "$SANDBOX_MUNGE_MARKER" "$MUNGE_MARKER"; do
 done
 
 # Forget state dirs whose sandbox no longer runs and that are gone.
-if [[ -r $SANDBOX_HOST_STATES ]]; then
-	while read -r dir; do
-		[[ -d $dir ]] && printf '%s\n' "$dir"
-	done <"$SANDBOX_HOST_STATES" >"$SANDBOX_HOST_STATES.new"
-	mv -f -- "$SANDBOX_HOST_STATES.new" "$SANDBOX_HOST_STATES"
-fi
+sandbox_prune_host_states
 exec 9>&-
 
 # The chroot clusters of other Slurm versions (versions.sh): stopped, unmounted (state kept

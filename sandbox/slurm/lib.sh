@@ -178,6 +178,16 @@ sandbox_record_host_state() {
 	grep -qxF -- "$1" "$SANDBOX_HOST_STATES" 2>/dev/null || printf '%s\n' "$1" >>"$SANDBOX_HOST_STATES"
 }
 
+# sandbox_prune_host_states: forget recorded state dirs that are gone and run nothing any more.
+sandbox_prune_host_states() {
+	[[ -r $SANDBOX_HOST_STATES ]] || return 0
+	local dir
+	while read -r dir; do
+		if [[ -d $dir || -n $(sandbox_host_processes "$dir") ]]; then printf '%s\n' "$dir"; fi
+	done <"$SANDBOX_HOST_STATES" >"$SANDBOX_HOST_STATES.new"
+	mv -f -- "$SANDBOX_HOST_STATES.new" "$SANDBOX_HOST_STATES"
+}
+
 # sandbox_host_state_dirs: every state dir a host sandbox may run from on this machine, whether or
 # not it still exists: STATE (if set), the one /etc/slurm/slurm.conf points at, the recorded ones.
 sandbox_host_state_dirs() {

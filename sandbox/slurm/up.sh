@@ -46,6 +46,7 @@ while read -r other_state; do
 		sandbox_stop_host "$other_state"
 	fi
 done < <(sandbox_host_state_dirs)
+sandbox_prune_host_states
 sandbox_record_host_state "$STATE"
 
 # ---------------------------------------------------------------------------------------------
