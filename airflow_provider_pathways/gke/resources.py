@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypedDict
 
 
 @dataclass(frozen=True)
@@ -20,10 +21,24 @@ class CustomResource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
-    def coordinates(self, namespace: str, name: str | None = None) -> dict[str, str]:
+    def coordinates(self, namespace: str) -> Coordinates:
         """The keyword arguments of the Kubernetes clients' namespaced custom-object calls."""
-        found = {"group": self.group, "version": self.version, "namespace": namespace, "plural": self.plural}
-        return found if name is None else {**found, "name": name}
+        return Coordinates(group=self.group, version=self.version, namespace=namespace, plural=self.plural)
+
+    def object_coordinates(self, namespace: str, name: str) -> ObjectCoordinates:
+        """:meth:`coordinates` of one object."""
+        return ObjectCoordinates(**self.coordinates(namespace), name=name)
+
+
+class Coordinates(TypedDict):
+    group: str
+    version: str
+    namespace: str
+    plural: str
+
+
+class ObjectCoordinates(Coordinates):
+    name: str
 
 
 PATHWAYS_JOB = CustomResource("pathways-job.pathways.domain", "v1", "pathwaysjobs", "PathwaysJob")

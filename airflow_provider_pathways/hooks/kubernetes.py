@@ -162,7 +162,7 @@ class PathwaysJobHook(KubernetesHook):
         """The custom object, or None when it does not exist."""
         return self._call(
             lambda: self.custom_object_client.get_namespaced_custom_object(
-                **resource.coordinates(namespace, name)
+                **resource.object_coordinates(namespace, name)
             ),
             gone=None,
         )
@@ -171,7 +171,7 @@ class PathwaysJobHook(KubernetesHook):
         """Delete the job and everything it owns; False when it was already gone."""
         answer = self._call(
             lambda: self.custom_object_client.delete_namespaced_custom_object(
-                **kind.resource.coordinates(namespace, name), propagation_policy="Foreground"
+                **kind.resource.object_coordinates(namespace, name), propagation_policy="Foreground"
             ),
             gone=None,
         )
@@ -315,7 +315,7 @@ class PathwaysJobHook(KubernetesHook):
         """Async twin of :meth:`get_object`, on ``api_client``."""
         return await self._a_call(
             lambda: async_client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-                **resource.coordinates(namespace, name)
+                **resource.object_coordinates(namespace, name)
             ),
             gone=None,
         )
@@ -325,7 +325,7 @@ class PathwaysJobHook(KubernetesHook):
         async with self.a_client() as api_client:
             answer = await self._a_call(
                 lambda: async_client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
-                    **kind.resource.coordinates(namespace, name), propagation_policy="Foreground"
+                    **kind.resource.object_coordinates(namespace, name), propagation_policy="Foreground"
                 ),
                 gone=None,
             )
