@@ -239,8 +239,9 @@ class SlurmCluster:
         return []
 
     def idle_cpus(self) -> int:
-        """CPUs of the node that no job holds (``sinfo``'s allocated/idle/other/total)."""
-        return int(self.run("sinfo", "-h", "-o", "%C").stdout.split()[0].split("/")[1])
+        """CPUs of the node that no job holds (``sinfo``'s allocated/idle/other/total), the node of
+        ``high`` (the cluster's isolated node, with partitions of its own, does not count)."""
+        return int(self.run("sinfo", "-h", "-p", "high", "-o", "%C").stdout.split()[0].split("/")[1])
 
     def wait_room(self, cpus: int, timeout: float = 180) -> int:
         """Wait (at most ``timeout`` seconds) until ``cpus`` CPUs are idle; returns the idle CPUs.
