@@ -24,7 +24,8 @@ The rule for what ran before:
   services nobody kept) as its own and stops it at its end.
 
 ``down`` stops every Slurm cluster of the sandbox on this machine (whichever checkout started it),
-this checkout's recorded processes and every orphan, and forgets what was kept. A process that a
+this checkout's recorded processes and every orphan. (What a run found running is still left
+running at its end if the run starts it again meanwhile, as a test may.) A process that a
 test session still running owns (its fixtures' stand-in, emulator, deployment) is left to that
 session, which stops it when it ends (or, killed, leaves an orphan the next start stops).
 """
@@ -293,8 +294,6 @@ def down() -> int:
     """Stop everything of the sandbox: the Slurm clusters, this checkout's processes, orphans."""
     services = running_services()
     failed = stop_services(services)
-    with _locked_state() as state:
-        state["kept"] = []
     for record in _owned_elsewhere():
         _say(f"left running: {record} (a test session, pid {record.owner}, stops it when it ends)")
     if failed:
