@@ -31,6 +31,17 @@ class StatusOptions:
     head_replicated_job: str = HEAD_REPLICATED_JOB
     main_container: str = "main"
 
+    @classmethod
+    def for_task(cls, task: Any, main_container: str = "main") -> StatusOptions:
+        """The options of an operator, sensor or trigger with ``kind``, ``worker_replicated_job``
+        and ``head_replicated_job`` attributes."""
+        return cls(
+            kind=JobKind(task.kind),
+            worker_replicated_job=task.worker_replicated_job,
+            head_replicated_job=task.head_replicated_job,
+            main_container=main_container,
+        )
+
 
 DEFAULT_STATUS_OPTIONS = StatusOptions()
 

@@ -216,11 +216,8 @@ class PathwaysJobOperator(ReattachingJobOperator):
     def status_options(self) -> StatusOptions:
         from airflow_provider_pathways.gke.job_objects import StatusOptions
 
-        return StatusOptions(
-            kind=JobKind(self.kind),
-            worker_replicated_job=self.worker_replicated_job,
-            head_replicated_job=self.head_replicated_job,
-            main_container=self.spec.controller.main_container_name if self._spec else "main",
+        return StatusOptions.for_task(
+            self, main_container=self.spec.controller.main_container_name if self._spec else "main"
         )
 
     @property

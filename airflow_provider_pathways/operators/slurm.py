@@ -70,21 +70,9 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         "min_slices",
         "max_slices",
         "gcs_bucket",
-        "script",
-        "script_path",
-        "environment",
-        "job_name",
-        "partition",
-        "account",
-        "qos",
-        "time_limit",
-        "working_directory",
-        "output_path",
-        "sbatch_options",
         "cluster_env_path",
-        "slurm_conn_id",
+        *SlurmJobBaseOperator.template_fields,
     )
-    ui_color = "#fff4e5"
     waiting_for = "ready"
 
     def __init__(
@@ -260,22 +248,6 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         sets no ``retries``.
     :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait.
     """
-
-    template_fields: Sequence[str] = (
-        "script",
-        "script_path",
-        "environment",
-        "job_name",
-        "partition",
-        "account",
-        "qos",
-        "time_limit",
-        "working_directory",
-        "output_path",
-        "sbatch_options",
-        "slurm_conn_id",
-    )
-    ui_color = "#fff4e5"
 
     def __init__(self, *, log_tail_lines: int = 40, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -38,6 +38,22 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
     """Submission, reattachment (``task_state_store``), the wait and cancellation of one Slurm job."""
 
     external_id_key = "slurm_job_id"
+    #: What every Slurm job operator templates (subclasses add their own).
+    template_fields: Sequence[str] = (
+        "script",
+        "script_path",
+        "environment",
+        "job_name",
+        "partition",
+        "account",
+        "qos",
+        "time_limit",
+        "working_directory",
+        "output_path",
+        "sbatch_options",
+        "slurm_conn_id",
+    )
+    ui_color = "#fff4e5"
 
     def __init__(
         self,

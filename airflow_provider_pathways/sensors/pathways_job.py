@@ -91,11 +91,7 @@ class PathwaysJobReadySensor(BaseSensorOperator):
     def status_options(self) -> StatusOptions:
         from airflow_provider_pathways.gke.job_objects import StatusOptions
 
-        return StatusOptions(
-            kind=JobKind(self.kind),
-            worker_replicated_job=self.worker_replicated_job,
-            head_replicated_job=self.head_replicated_job,
-        )
+        return StatusOptions.for_task(self)
 
     def _min_slices(self) -> int | None:
         if self.min_slices in (None, ""):

@@ -169,12 +169,7 @@ class PathwaysJobTrigger(BaseTrigger):
         """Follow the job until it is done; the event payload. The watch is closed before returning."""
         from airflow_provider_pathways.gke.job_objects import StatusOptions
 
-        options = StatusOptions(
-            kind=JobKind(self.kind),
-            worker_replicated_job=self.worker_replicated_job,
-            head_replicated_job=self.head_replicated_job,
-            main_container=self.main_container,
-        )
+        options = StatusOptions.for_task(self, main_container=self.main_container)
         need = self.min_slices if self.wait_until == WaitUntil.READY.value else None
         statuses = self.hook.a_watch_status(
             self.name,
