@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -63,3 +64,35 @@ async def async_wait_for(predicate: Callable[[], Awaitable[T]], timeout: float =
             return value
         await asyncio.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what or predicate}; last value {value!r}")
+
+
+def stand_in_objects(kube: Any, plural: str, namespace: str) -> list[dict[str, Any]]:
+    """The stand-in's PathwaysJobs or JobSets in ``namespace``."""
+    group = {"pathwaysjobs": "pathways-job.pathways.domain/v1", "jobsets": "jobset.x-k8s.io/v1alpha2"}[plural]
+    return kube.request("GET", f"/apis/{group}/namespaces/{namespace}/{plural}")["items"]
+
+
+def act_when(
+    condition: Callable[[], Any], action: Callable[[Any], None], timeout: float = 30
+) -> threading.Thread:
+    """In the background, run ``action(value)`` once ``condition()`` returns a truthy value; a
+    failure (or a condition that never held) is in the thread's ``failures`` list."""
+    failures: list[BaseException] = []
+
+    def loop() -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = condition()
+            if value:
+                try:
+                    action(value)
+                except BaseException as err:  # surfaced by the test through the thread's list
+                    failures.append(err)
+                return
+            time.sleep(0.02)
+        failures.append(TimeoutError("condition never held"))
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.failures = failures  # type: ignore[attr-defined]
+    thread.start()
+    return thread

@@ -2,61 +2,24 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.airflow_runs import load_dag, run_dag
+from tests.kube_jobs import act_when, stand_in_objects
 
 DAGS = "gke_scenarios.py"
 pytestmark = pytest.mark.usefixtures("kube")
-
-
-def pathways_jobs(kube: Any, namespace: str) -> list[dict[str, Any]]:
-    listing = kube.request(
-        "GET", f"/apis/pathways-job.pathways.domain/v1/namespaces/{namespace}/pathwaysjobs"
-    )
-    return listing["items"]
-
-
-def jobsets(kube: Any, namespace: str) -> list[dict[str, Any]]:
-    return kube.request("GET", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets")["items"]
 
 
 def creates(kube: Any) -> int:
     return kube.control("requests")["by_verb_resource"].get("create pathwaysjobs", 0)
 
 
-def act_when(
-    condition: Callable[[], Any], action: Callable[[Any], None], timeout: float = 30
-) -> threading.Thread:
-    """In the background, run ``action(value)`` once ``condition()`` returns a truthy value."""
-    failures: list[BaseException] = []
-
-    def loop() -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = condition()
-            if value:
-                try:
-                    action(value)
-                except BaseException as err:  # surfaced by the test through the thread's list
-                    failures.append(err)
-                return
-            time.sleep(0.02)
-        failures.append(TimeoutError("condition never held"))
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.failures = failures  # type: ignore[attr-defined]
-    thread.start()
-    return thread
-
-
 def running_jobset(kube: Any, namespace: str, min_ready: int = 1) -> str | None:
-    for js in jobsets(kube, namespace):
+    for js in stand_in_objects(kube, "jobsets", namespace):
         for rjob in (js.get("status") or {}).get("replicatedJobsStatus") or []:
             if rjob.get("name") == "worker" and rjob.get("ready", 0) >= min_ready:
                 return js["metadata"]["name"]
@@ -86,23 +49,23 @@ def test_training_runs_to_completion_in_the_triggerer_and_is_deleted(
     )
     assert "logs/query" in outcome.xcom["_link_CloudLoggingLink"]
     # deleted on success, with everything it owned
-    assert pathways_jobs(kube, "train-deferrable") == []
-    assert jobsets(kube, "train-deferrable") == []
+    assert stand_in_objects(kube, "pathwaysjobs", "train-deferrable") == []
+    assert stand_in_objects(kube, "jobsets", "train-deferrable") == []
 
 
 def test_training_without_a_triggerer_polls_to_the_same_result(kube: Any) -> None:
     outcome = run_dag(load_dag(DAGS, "gke_train_polling"))["train"]
     assert outcome.state == "success"
     assert outcome.xcom["status"]["phase"] == "succeeded"
-    assert pathways_jobs(kube, "train-polling") == []
+    assert stand_in_objects(kube, "pathwaysjobs", "train-polling") == []
 
 
 def test_plain_jobset_mode_runs_without_the_pathways_controller(kube: Any) -> None:
     outcome = run_dag(load_dag(DAGS, "gke_jobset_mode"))["train"]
     assert outcome.state == "success"
     assert outcome.xcom["kind"] == "JobSet"
-    assert pathways_jobs(kube, "jobset-mode") == []
-    assert jobsets(kube, "jobset-mode") == []
+    assert stand_in_objects(kube, "pathwaysjobs", "jobset-mode") == []
+    assert stand_in_objects(kube, "jobsets", "jobset-mode") == []
 
 
 def test_failing_program_fails_at_once_with_its_exit_code_and_output(
@@ -115,7 +78,7 @@ def test_failing_program_fails_at_once_with_its_exit_code_and_output(
     assert "exited with code 3" in logs
     assert "ValueError: bad batch" in logs
     assert "user program failed" in logs  # the retry policy's reason for failing at once
-    assert pathways_jobs(kube, "program-fails") == []
+    assert stand_in_objects(kube, "pathwaysjobs", "program-fails") == []
 
 
 def test_topology_the_controller_rejects_fails_at_once_naming_it(
@@ -149,7 +112,7 @@ def test_preempted_slice_is_retried_and_never_runs_two_jobs_at_once(
     assert outcome.try_number == 2
     assert "preemption, retrying with backoff" in logs
     assert creates(kube) == 2  # the failed job was replaced once, after it was deleted
-    assert pathways_jobs(kube, namespace) == []
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
 
 
 def test_preemption_is_retried_when_the_dag_sets_no_retries(
@@ -168,7 +131,7 @@ def test_preemption_is_retried_when_the_dag_sets_no_retries(
     assert watcher.failures == []  # type: ignore[attr-defined]
     assert outcome.state == "success" and outcome.try_number == 2
     assert "preemption, retrying with backoff" in logs
-    assert pathways_jobs(kube, namespace) == []
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
 
 
 def test_a_failing_program_is_not_retried_by_the_preemption_budget(
@@ -178,7 +141,7 @@ def test_a_failing_program_is_not_retried_by_the_preemption_budget(
     logs = capfd.readouterr().out
     assert outcome.state == "failed" and outcome.try_number == 1
     assert "user program failed" in logs
-    assert pathways_jobs(kube, "fails-budget") == []
+    assert stand_in_objects(kube, "pathwaysjobs", "fails-budget") == []
 
 
 def test_execution_timeout_ends_a_deferred_wait_and_deletes_the_job(
@@ -190,7 +153,7 @@ def test_execution_timeout_ends_a_deferred_wait_and_deletes_the_job(
     assert outcome.state == "failed"
     assert time.monotonic() - started < 60  # the program would run for 120 s
     assert "within the task's execution_timeout" in logs
-    assert pathways_jobs(kube, "deferred-timeout") == []
+    assert stand_in_objects(kube, "pathwaysjobs", "deferred-timeout") == []
 
 
 def test_retry_reattaches_to_the_job_it_created(kube: Any, capfd: pytest.CaptureFixture[str]) -> None:
@@ -199,7 +162,7 @@ def test_retry_reattaches_to_the_job_it_created(kube: Any, capfd: pytest.Capture
     uids: set[str] = set()
 
     def suspend(name: str) -> None:
-        uids.add(pathways_jobs(kube, namespace)[0]["metadata"]["uid"])
+        uids.add(stand_in_objects(kube, "pathwaysjobs", namespace)[0]["metadata"]["uid"])
         kube.action(namespace, name, "suspend")
 
     watcher = act_when(lambda: running_jobset(kube, namespace, 1), suspend)
@@ -218,9 +181,9 @@ def test_killed_task_deletes_its_job_and_a_second_kill_is_harmless(kube: Any) ->
     dag = load_dag(DAGS, "gke_kill_on_timeout")
     outcome = run_dag(dag)["train"]
     assert outcome.state == "failed"
-    assert pathways_jobs(kube, "killed") == []
+    assert stand_in_objects(kube, "pathwaysjobs", "killed") == []
     dag.get_task("train").on_kill()  # again: the job is already gone
-    assert pathways_jobs(kube, "killed") == []
+    assert stand_in_objects(kube, "pathwaysjobs", "killed") == []
 
 
 def test_invalid_specs_fail_before_anything_is_sent(kube: Any, capfd: pytest.CaptureFixture[str]) -> None:
@@ -237,7 +200,7 @@ def test_invalid_specs_fail_before_anything_is_sent(kube: Any, capfd: pytest.Cap
         assert field in logs, f"{task_id}: no error naming {field}"
     counts = kube.control("requests")["by_verb"]
     assert counts.get("create", 0) == 0
-    assert pathways_jobs(kube, "invalid-specs") == []
+    assert stand_in_objects(kube, "pathwaysjobs", "invalid-specs") == []
 
 
 def test_teardown_of_a_job_that_is_already_gone_succeeds(kube: Any) -> None:

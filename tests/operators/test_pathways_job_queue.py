@@ -2,51 +2,20 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.airflow_runs import load_dag, run_dag
+from tests.kube_jobs import act_when, stand_in_objects
 
 DAGS = "gke_queue_scenarios.py"
 pytestmark = pytest.mark.usefixtures("kube")
 
 
-def items(kube: Any, plural: str, namespace: str) -> list[dict[str, Any]]:
-    group = {"pathwaysjobs": "pathways-job.pathways.domain/v1", "jobsets": "jobset.x-k8s.io/v1alpha2"}[plural]
-    return kube.request("GET", f"/apis/{group}/namespaces/{namespace}/{plural}")["items"]
-
-
-def when(
-    condition: Callable[[], Any], action: Callable[[Any], None], timeout: float = 30
-) -> threading.Thread:
-    """In the background, run ``action(value)`` once ``condition()`` returns a truthy value."""
-    failures: list[BaseException] = []
-
-    def loop() -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = condition()
-            if value:
-                try:
-                    action(value)
-                except BaseException as err:  # surfaced through the thread's list
-                    failures.append(err)
-                return
-            time.sleep(0.02)
-        failures.append(TimeoutError("condition never held"))
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.failures = failures  # type: ignore[attr-defined]
-    thread.start()
-    return thread
-
-
 def running(kube: Any, namespace: str) -> str | None:
-    for js in items(kube, "jobsets", namespace):
+    for js in stand_in_objects(kube, "jobsets", namespace):
         for rjob in (js.get("status") or {}).get("replicatedJobsStatus") or []:
             if rjob.get("name") == "worker" and rjob.get("ready", 0) >= 2 and not js["spec"].get("suspend"):
                 return js["metadata"]["name"]
@@ -64,7 +33,7 @@ def test_queued_job_waits_then_runs_without_using_a_retry(
     assert "queued in LocalQueue multislice-queue for" in logs and "phase queued" in logs
     assert "phase suspended" not in logs and "PathwaysPreempted" not in logs
     assert outcome.xcom["status"]["phase"] == "succeeded"
-    assert items(kube, "pathwaysjobs", f"queued-{mode}") == []
+    assert stand_in_objects(kube, "pathwaysjobs", f"queued-{mode}") == []
 
 
 @pytest.mark.parametrize("mode", ["deferred", "polling"])
@@ -79,8 +48,8 @@ def test_queue_timeout_gives_up_and_deletes_the_queued_job(
     assert outcome.state == "failed" and outcome.try_number == 1
     assert "stayed queued in LocalQueue multislice-queue" in logs and "queue_timeout (1.5s)" in logs
     assert time.monotonic() - started < 30
-    assert items(kube, "pathwaysjobs", f"queue-timeout-{mode}") == []
-    assert items(kube, "jobsets", f"queue-timeout-{mode}") == []
+    assert stand_in_objects(kube, "pathwaysjobs", f"queue-timeout-{mode}") == []
+    assert stand_in_objects(kube, "jobsets", f"queue-timeout-{mode}") == []
 
 
 def test_eviction_after_running_is_requeued_and_finishes_in_the_same_try(
@@ -88,7 +57,7 @@ def test_eviction_after_running_is_requeued_and_finishes_in_the_same_try(
 ) -> None:
     """kueue workload_types.go: Evicted (Preempted) then Requeued; Kueue admits it again."""
     namespace = "evicted"
-    evictor = when(
+    evictor = act_when(
         lambda: running(kube, namespace),
         lambda name: kube.action(namespace, name, "evict", reason="Preempted", readmit="auto"),
     )
@@ -105,7 +74,7 @@ def test_lost_node_and_data_loss_is_preemption_and_is_retried(
 ) -> None:
     """The lost slice's pods are gone; node-loss events and the program's DATA_LOSS say preemption."""
     namespace = "data-loss"
-    loser = when(
+    loser = act_when(
         lambda: running(kube, namespace),
         lambda name: kube.action(namespace, name, "lose-node", slice=1, program="data-loss"),
     )
@@ -129,7 +98,7 @@ def test_name_jobset_refuses_fails_at_once_naming_the_limit(
     assert outcome.xcom["status"]["failure"] == "spec_rejected"
     assert "23 characters" in logs and "at most 22" in logs
     assert "topology" not in outcome.xcom["status"]["message"]
-    assert items(kube, "pathwaysjobs", "long-name") == []
+    assert stand_in_objects(kube, "pathwaysjobs", "long-name") == []
 
 
 def test_refused_jobset_with_a_valid_spec_is_an_infrastructure_failure(
@@ -141,4 +110,4 @@ def test_refused_jobset_with_a_valid_spec_is_an_infrastructure_failure(
     assert outcome.state == "failed" and outcome.try_number == 2  # retries=1 used
     assert outcome.xcom["status"]["failure"] == "infrastructure"
     assert "could not create the JobSet" in logs
-    assert items(kube, "pathwaysjobs", "create-refused") == []
+    assert stand_in_objects(kube, "pathwaysjobs", "create-refused") == []
