@@ -82,23 +82,33 @@ def wait(predicate: Any, what: str, timeout: float = 60.0) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def start_service(
+    hook: SlurmHook, slurm_cluster: dict[str, str], name: str, *, min_slices: int, max_slices: int
+) -> tuple[int, str]:
+    """Submit the sandbox's ``start_pathways.sh`` writing its own ``cluster.env``; (job id, its path)."""
+    env_path = f"{slurm_cluster['SLURM_SANDBOX_USER_HOME']}/pathways/tests/{uuid.uuid4().hex}.env"
+    service = hook.submit_job(
+        script_path=slurm_cluster["SLURM_SANDBOX_START_PATHWAYS_SCRIPT"],
+        job_name=name,
+        environment={
+            "SLICE_SHAPE": "2x4",
+            "MIN_SLICES": str(min_slices),
+            "MAX_SLICES": str(max_slices),
+            "GCS_BUCKET": "my-bucket",
+            "PATHWAYS_CLUSTER_ENV": env_path,
+        },
+    )
+    return service, env_path
+
+
 @pytest.mark.slurm
 @pytest.mark.parametrize("conn", TRANSPORTS)
 def test_readiness_survives_losing_a_slice_above_min_and_waits_below_it(
     slurm_cluster: dict[str, str], conn: str
 ) -> None:
     hook = SlurmHook(slurm_conn_id=conn)
-    env_path = f"{slurm_cluster['SLURM_SANDBOX_USER_HOME']}/pathways/tests/{uuid.uuid4().hex}.env"
-    service = hook.submit_job(
-        script_path=slurm_cluster["SLURM_SANDBOX_START_PATHWAYS_SCRIPT"],
-        job_name="pathways-service-test",
-        environment={
-            "SLICE_SHAPE": "2x4",
-            "MIN_SLICES": "2",
-            "MAX_SLICES": "3",
-            "GCS_BUCKET": "my-bucket",
-            "PATHWAYS_CLUSTER_ENV": env_path,
-        },
+    service, env_path = start_service(
+        hook, slurm_cluster, "pathways-service-test", min_slices=2, max_slices=3
     )
 
     def check() -> Any:
@@ -165,17 +175,8 @@ def test_killing_a_deferred_service_wait_cancels_the_service_and_its_worker_arra
     slurm_cluster: dict[str, str], conn: str
 ) -> None:
     hook = SlurmHook(slurm_conn_id=conn)
-    env_path = f"{slurm_cluster['SLURM_SANDBOX_USER_HOME']}/pathways/tests/{uuid.uuid4().hex}.env"
-    service = hook.submit_job(
-        script_path=slurm_cluster["SLURM_SANDBOX_START_PATHWAYS_SCRIPT"],
-        job_name="pathways-service-kill",
-        environment={
-            "SLICE_SHAPE": "2x4",
-            "MIN_SLICES": "3",
-            "MAX_SLICES": "3",
-            "GCS_BUCKET": "my-bucket",
-            "PATHWAYS_CLUSTER_ENV": env_path,
-        },
+    service, env_path = start_service(
+        hook, slurm_cluster, "pathways-service-kill", min_slices=3, max_slices=3
     )
     try:
 
