@@ -41,6 +41,9 @@ LABELS = {
 # The child: time `import airflow.sdk`, then the variant's modules, in the same interpreter.
 CHILD = """
 import importlib, json, sys, time
+# Namespace-package stubs (``google``, ``google.cloud`` from a *-nspkg.pth file) are there before
+# anything is imported; a heavy library counts only when importing loaded it.
+at_start = set(sys.modules)
 extra = {extra!r}
 heavy = {heavy!r}
 c0, t0 = time.process_time(), time.perf_counter()
@@ -50,7 +53,7 @@ before = set(sys.modules)
 for name in extra:
     importlib.import_module(name)
 c2, t2 = time.process_time(), time.perf_counter()
-loaded = lambda p: any(m == p or m.startswith(p + ".") for m in sys.modules)
+loaded = lambda p: any((m == p or m.startswith(p + ".")) and m not in at_start for m in sys.modules)
 tops = lambda names: {{m.split(".")[0] for m in names}}
 new_top = sorted(tops(sys.modules) - tops(before))
 print(json.dumps({{
