@@ -202,13 +202,15 @@ def submit_service(hook: SlurmHook, settings: dict[str, str], workdir: Path, sli
 async def wait_ready(hook: SlurmHook, service: Service, timeout: float = 90.0) -> None:
     """Until ``check_pathways_service`` says ready, then until the array's RUNNING count is stable."""
     from airflow_provider_pathways.slurm.cluster_env import count_running
-    from airflow_provider_pathways.slurm.service import check_pathways_service
+    from airflow_provider_pathways.slurm.service import ServiceProbe, check_pathways_service
 
     deadline = time.monotonic() + timeout
     try:
         while True:
             result = await check_pathways_service(
-                hook, service.job_id, cluster_env_path=service.cluster_env, min_slices=MIN_SLICES
+                hook,
+                service.job_id,
+                ServiceProbe(cluster_env_path=service.cluster_env, min_slices=MIN_SLICES),
             )
             if result.service_ended:
                 raise RuntimeError(f"service job {service.job_id} ended: {result.job}")
@@ -283,10 +285,10 @@ def cancel_all(hook: SlurmHook, services: list[Service]) -> None:
 
 async def provider_poll(hook: SlurmHook, service: Service) -> int:
     """One readiness poll as the trigger and the sensor do it; the RUNNING slice count."""
-    from airflow_provider_pathways.slurm.service import check_pathways_service
+    from airflow_provider_pathways.slurm.service import ServiceProbe, check_pathways_service
 
     check = await check_pathways_service(
-        hook, service.job_id, cluster_env_path=service.cluster_env, min_slices=MIN_SLICES
+        hook, service.job_id, ServiceProbe(cluster_env_path=service.cluster_env, min_slices=MIN_SLICES)
     )
     if not check.readiness.ready:
         raise RuntimeError(f"service {service.job_id} not ready: {check.readiness.reason}")
@@ -508,8 +510,8 @@ def measure_version(version: str, polls: int, naive_polls: int, batches: int) ->
             )
         print(f"other jobs in the queue (not ours): {len(others)}")
         lines = [
-            f"poll (provider): check_pathways_service(hook, job, cluster_env_path=..., "
-            f"min_slices={MIN_SLICES}) = the service job",
+            f"poll (provider): check_pathways_service(hook, job, ServiceProbe(cluster_env_path=..., "
+            f"min_slices={MIN_SLICES})) = the service job",
             "  + cluster.env stat/read + the worker array in one query",
             "poll (naive baseline): the same, but one query per array task "
             "(scontrol show job <array>_<i> / GET job/<array>_<i>)",

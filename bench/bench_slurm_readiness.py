@@ -98,18 +98,19 @@ POLL_SECONDS: dict[str, list[float]] = defaultdict(list)
 
 def install_poll_timer() -> None:
     """Time every ``check_pathways_service`` call (trigger and sensor) in this process, per connection."""
-    from airflow_provider_pathways.triggers import slurm as module
-
-    original = module.check_pathways_service
+    from airflow_provider_pathways.sensors import slurm as sensor_module
+    from airflow_provider_pathways.slurm.service import check_pathways_service
+    from airflow_provider_pathways.triggers import slurm as trigger_module
 
     async def timed(hook: SlurmHook, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
-            return await original(hook, *args, **kwargs)
+            return await check_pathways_service(hook, *args, **kwargs)
         finally:
             POLL_SECONDS[hook.slurm_conn_id].append(time.perf_counter() - started)
 
-    module.check_pathways_service = timed  # type: ignore[assignment]
+    trigger_module.check_pathways_service = timed  # type: ignore[assignment]
+    sensor_module.check_pathways_service = timed  # type: ignore[assignment]
 
 
 class FileWatcher(threading.Thread):

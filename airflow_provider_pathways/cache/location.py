@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from airflow_provider_pathways.bucket_names import bucket_name_error
 
 GCS_SCHEME = "gs://"
 SLURM_SCRATCH_SUBDIR = "pathways-scratch/shared"
-_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,8 @@ class GcsLocation:
                 f"use e.g. {example}"
             )
         bucket, _, path = text[len(GCS_SCHEME) :].partition("/")
-        if not _BUCKET_NAME.match(bucket) or ".." in bucket:
-            raise ValueError(
-                f"{param}={text!r}: {bucket!r} is not a valid bucket name (3-222 characters: "
-                "lowercase letters, digits, '-', '_' and '.', starting and ending with a letter or digit)"
-            )
+        if error := bucket_name_error(bucket):
+            raise ValueError(f"{param}={text!r}: the bucket name {bucket!r} {error}")
         return cls(bucket, normalize_prefix(path, param=param))
 
     @property

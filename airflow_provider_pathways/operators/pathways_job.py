@@ -11,6 +11,7 @@ from airflow.sdk import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
+from airflow_provider_pathways.gke.job_objects import StatusOptions
 from airflow_provider_pathways.gke.judgement import REATTACHABLE_PHASES, judge_status
 from airflow_provider_pathways.gke.queueing import queue_time_left
 from airflow_provider_pathways.gke.resources import JobKind, proxy_address
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
     from pydantic import JsonValue
 
-    from airflow_provider_pathways.gke.job_objects import StatusOptions
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
 
@@ -214,8 +214,6 @@ class PathwaysJobOperator(ReattachingJobOperator):
 
     @property
     def status_options(self) -> StatusOptions:
-        from airflow_provider_pathways.gke.job_objects import StatusOptions
-
         return StatusOptions.for_task(
             self, main_container=self.spec.controller.main_container_name if self._spec else "main"
         )

@@ -19,12 +19,18 @@ from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_WORKER_ARRAY_KEY,
     Readiness,
 )
+from airflow_provider_pathways.slurm.job import SlurmJob
 from airflow_provider_pathways.slurm.job_inputs import (
     array_size_problem,
     service_environment,
     service_problems,
 )
-from airflow_provider_pathways.slurm.service import ServiceCheck
+from airflow_provider_pathways.slurm.service import (
+    ServiceCheck,
+    ServiceProbe,
+    check_pathways_service,
+    service_worker_arrays,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -32,7 +38,6 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from airflow_provider_pathways.hooks.slurm import SlurmHook
-    from airflow_provider_pathways.slurm.job import SlurmJob
 from airflow_provider_pathways.operators.slurm_base import SlurmJobBaseOperator
 
 
@@ -132,14 +137,15 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
             gcs_bucket=self.gcs_bucket,
         )
 
-    def _check_arguments(self) -> dict[str, Any]:
-        return {
-            "cluster_env_path": self.cluster_env_path,
-            "proxy_keys": self.proxy_keys,
-            "min_slices": int(self.min_slices) if self.check_slices else None,
-            "worker_array_key": self.worker_array_key,
-            "service_job_key": self.service_job_key,
-        }
+    def probe(self) -> ServiceProbe:
+        """Where the service reports and what ready asks for."""
+        return ServiceProbe(
+            cluster_env_path=self.cluster_env_path,
+            proxy_keys=tuple(self.proxy_keys),
+            min_slices=int(self.min_slices) if self.check_slices else None,
+            worker_array_key=self.worker_array_key,
+            service_job_key=self.service_job_key,
+        )
 
     def follow_job(self, external_id: JsonValue, context: Context) -> Any:
         if not self.wait_for_ready:
@@ -157,17 +163,13 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         return PathwaysClusterEnvTrigger(
             service_job_id=self._job_id,
             **self.trigger_arguments(deadline),
-            **self._check_arguments(),
+            **self.probe().to_dict(),
         )
 
     def look(self) -> ServiceCheck | None:
-        from airflow_provider_pathways.slurm.service import check_pathways_service
-
         assert self._job_id is not None
-        job_id = self._job_id
-        check = self.hook.run_on_private_loop(
-            lambda: check_pathways_service(self.hook, job_id, **self._check_arguments())
-        )
+        job_id, probe = self._job_id, self.probe()
+        check = self.hook.run_on_private_loop(lambda: check_pathways_service(self.hook, job_id, probe))
         if check.readiness.reason != getattr(self, "_last_reason", None):
             self.log.info("Pathways service %s: %s", job_id, check.readiness.reason)
             self._last_reason = check.readiness.reason
@@ -175,8 +177,6 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the readiness trigger fired."""
-        from airflow_provider_pathways.slurm.job import SlurmJob
-
         self.resume(context, event)
         if event.get("status") == "service_ended":
             job = SlurmJob.from_dict(event["job"]) if event.get("job") else None
@@ -276,8 +276,6 @@ class SlurmJobOperator(SlurmJobBaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the job trigger fired."""
-        from airflow_provider_pathways.slurm.job import SlurmJob
-
         self.resume(context, event)
         if event.get("status") != "done":
             raise AirflowException(f"unexpected trigger event {event!r}")
@@ -381,19 +379,14 @@ class CancelSlurmJobOperator(BaseOperator):
         return ids
 
     def _worker_arrays(self, service_ids: list[int]) -> list[int]:
-        from airflow_provider_pathways.slurm.service import service_worker_arrays
-
         array = self.worker_array_job_id
-        return self.hook.run_on_private_loop(
-            lambda: service_worker_arrays(
-                self.hook,
-                service_ids,
-                cluster_env_path=self.cluster_env_path,
-                worker_array_job_id=None if array in (None, "", "None") else int(str(array)),
-                worker_array_key=self.worker_array_key,
-                service_job_key=self.service_job_key,
-            )
+        probe = ServiceProbe(
+            cluster_env_path=self.cluster_env_path,
+            worker_array_job_id=None if array in (None, "", "None") else int(str(array)),
+            worker_array_key=self.worker_array_key,
+            service_job_key=self.service_job_key,
         )
+        return self.hook.run_on_private_loop(lambda: service_worker_arrays(self.hook, service_ids, probe))
 
     def execute(self, context: Context) -> dict[str, list[int]]:
         service_ids = self._ids()

@@ -14,12 +14,15 @@ from airflow_provider_pathways.failures import FailureClass, PathwaysSpecRejecte
 from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
 from airflow_provider_pathways.reattach import JobJudgement, Verdict
 from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
+from airflow_provider_pathways.slurm.errors import SlurmJobLost
 from airflow_provider_pathways.slurm.job_inputs import (
     environment_problems,
     environment_text,
     script_problems,
 )
+from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 from airflow_provider_pathways.slurm.submit import SubmitRequest
+from airflow_provider_pathways.slurm.transient import is_transient
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     validate_outage_tolerance,
@@ -154,8 +157,6 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         return job_id
 
     def judge_job(self, external_id: JsonValue, context: Context) -> JobJudgement | None:
-        from airflow_provider_pathways.slurm.errors import SlurmJobLost
-
         try:
             job = self.hook.get_job(int(external_id), required=True)  # type: ignore[arg-type]
         except SlurmJobLost as lost:
@@ -166,8 +167,6 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
 
     def get_job_or_loss(self, job_id: int) -> tuple[SlurmJob | None, str]:
         """The job, or None and why its end is unknown (slurmctld forgot it, no accounting)."""
-        from airflow_provider_pathways.slurm.errors import SlurmJobLost
-
         try:
             return self.hook.get_job(job_id, required=True), ""
         except SlurmJobLost as lost:
@@ -175,8 +174,6 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
 
     def judgement(self, job: SlurmJob) -> JobJudgement:
         """The job's verdict (:func:`~airflow_provider_pathways.slurm.outcome.job_outcome`)."""
-        from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
-
         outcome, failure, message = job_outcome(job)
         if outcome is JobOutcome.FAILED:
             return JobJudgement.failed(failure or FailureClass.UNKNOWN, message)
@@ -192,8 +189,6 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
             self.defer(trigger=self.trigger(deadline), method_name="execute_complete")
-        from airflow_provider_pathways.slurm.transient import is_transient
-
         observed = self.poll(
             context,
             deadline,

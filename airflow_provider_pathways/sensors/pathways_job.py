@@ -12,6 +12,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
+from airflow_provider_pathways.gke.job_objects import StatusOptions
 from airflow_provider_pathways.gke.resources import JobKind, proxy_address
 from airflow_provider_pathways.gke.status import (
     HEAD_REPLICATED_JOB,
@@ -25,7 +26,6 @@ from airflow_provider_pathways.retry import PathwaysRetryPolicy
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
 
-    from airflow_provider_pathways.gke.job_objects import StatusOptions
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
 
@@ -89,8 +89,6 @@ class PathwaysJobReadySensor(BaseSensorOperator):
 
     @property
     def status_options(self) -> StatusOptions:
-        from airflow_provider_pathways.gke.job_objects import StatusOptions
-
         return StatusOptions.for_task(self)
 
     def _min_slices(self) -> int | None:

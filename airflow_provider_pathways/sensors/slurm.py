@@ -19,6 +19,9 @@ from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
 )
+from airflow_provider_pathways.slurm.job import SlurmJob
+from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
+from airflow_provider_pathways.slurm.service import ServiceProbe, check_pathways_service
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -99,15 +102,16 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
             raise AirflowFailException(f"{field}: {number} must be >= 1")
         return number
 
-    def _arguments(self) -> dict[str, Any]:
-        return {
-            "cluster_env_path": self.cluster_env_path,
-            "proxy_keys": self.proxy_keys,
-            "min_slices": self._optional_int("min_slices", self.min_slices),
-            "worker_array_job_id": self._optional_int("worker_array_job_id", self.worker_array_job_id),
-            "worker_array_key": self.worker_array_key,
-            "service_job_key": self.service_job_key,
-        }
+    def probe(self) -> ServiceProbe:
+        """Where the service reports and what ready asks for (templated values checked)."""
+        return ServiceProbe(
+            cluster_env_path=self.cluster_env_path,
+            proxy_keys=tuple(self.proxy_keys),
+            min_slices=self._optional_int("min_slices", self.min_slices),
+            worker_array_job_id=self._optional_int("worker_array_job_id", self.worker_array_job_id),
+            worker_array_key=self.worker_array_key,
+            service_job_key=self.service_job_key,
+        )
 
     def _job_id(self) -> int:
         job_id = self._optional_int("service_job_id", self.service_job_id)
@@ -116,9 +120,6 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
         return job_id
 
     def _fail_ended(self, job: dict[str, Any] | None) -> NoReturn:
-        from airflow_provider_pathways.slurm.job import SlurmJob
-        from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
-
         if job is None:
             raise PathwaysJobFailed.for_class(
                 FailureClass.INFRASTRUCTURE,
@@ -149,11 +150,8 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
         }
 
     def poke(self, context: Context) -> PokeReturnValue:
-        from airflow_provider_pathways.slurm.service import check_pathways_service
-
-        job_id = self._job_id()
-        arguments = self._arguments()
-        check = self.hook.run_on_private_loop(lambda: check_pathways_service(self.hook, job_id, **arguments))
+        job_id, probe = self._job_id(), self.probe()
+        check = self.hook.run_on_private_loop(lambda: check_pathways_service(self.hook, job_id, probe))
         if check.service_ended:
             self._fail_ended(check.job.to_dict() if check.job else None)
         if not check.readiness.ready:
@@ -175,7 +173,7 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
                 if isinstance(self.poke_interval, timedelta)
                 else float(self.poke_interval),
                 deadline=time.time() + timeout,
-                **self._arguments(),
+                **self.probe().to_dict(),
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=timeout),

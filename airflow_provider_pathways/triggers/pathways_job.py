@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_pathways.gke.job_objects import StatusOptions
 from airflow_provider_pathways.gke.queueing import queue_time_left
 from airflow_provider_pathways.gke.resources import JobKind
 from airflow_provider_pathways.gke.status import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB, Phase
@@ -167,8 +168,6 @@ class PathwaysJobTrigger(BaseTrigger):
 
     async def _wait(self) -> dict[str, Any]:
         """Follow the job until it is done; the event payload. The watch is closed before returning."""
-        from airflow_provider_pathways.gke.job_objects import StatusOptions
-
         options = StatusOptions.for_task(self, main_container=self.main_container)
         need = self.min_slices if self.wait_until == WaitUntil.READY.value else None
         statuses = self.hook.a_watch_status(

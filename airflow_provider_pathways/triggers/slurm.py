@@ -15,7 +15,13 @@ from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
 )
-from airflow_provider_pathways.slurm.service import check_pathways_service, service_worker_arrays
+from airflow_provider_pathways.slurm.errors import SlurmJobLost
+from airflow_provider_pathways.slurm.service import (
+    ServiceProbe,
+    check_pathways_service,
+    service_worker_arrays,
+)
+from airflow_provider_pathways.slurm.transient import is_transient
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     OutageTooLong,
@@ -65,8 +71,6 @@ class _SlurmPollingTrigger(BaseTrigger):
         raise NotImplementedError
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from airflow_provider_pathways.slurm.transient import is_transient
-
         hook = self._hook()
         outage = OutageWindow(self.outage_tolerance, what=f"Slurm (connection {self.slurm_conn_id!r})")
         try:
@@ -161,8 +165,6 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
         )
 
     async def _poll(self, hook: SlurmHook) -> dict[str, Any] | None:
-        from airflow_provider_pathways.slurm.errors import SlurmJobLost
-
         try:
             job = await hook.a_get_job(self.job_id, required=True)
         except SlurmJobLost as lost:
@@ -233,12 +235,14 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
         )
         self.service_job_id = service_job_id
         self.cancel_on_kill = cancel_on_kill
-        self.cluster_env_path = cluster_env_path
-        self.proxy_keys = list(proxy_keys)
-        self.min_slices = min_slices
-        self.worker_array_job_id = worker_array_job_id
-        self.worker_array_key = worker_array_key
-        self.service_job_key = service_job_key
+        self.probe = ServiceProbe(
+            cluster_env_path=cluster_env_path,
+            proxy_keys=tuple(proxy_keys),
+            min_slices=min_slices,
+            worker_array_job_id=worker_array_job_id,
+            worker_array_key=worker_array_key,
+            service_job_key=service_job_key,
+        )
         self._last_reason = ""
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -246,28 +250,14 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
                 "service_job_id": self.service_job_id,
-                "cluster_env_path": self.cluster_env_path,
-                "proxy_keys": list(self.proxy_keys),
-                "min_slices": self.min_slices,
-                "worker_array_job_id": self.worker_array_job_id,
-                "worker_array_key": self.worker_array_key,
-                "service_job_key": self.service_job_key,
+                **self.probe.to_dict(),
                 "cancel_on_kill": self.cancel_on_kill,
                 **self._common(),
             },
         )
 
     async def _poll(self, hook: SlurmHook) -> dict[str, Any] | None:
-        check = await check_pathways_service(
-            hook,
-            self.service_job_id,
-            cluster_env_path=self.cluster_env_path,
-            proxy_keys=self.proxy_keys,
-            min_slices=self.min_slices,
-            worker_array_job_id=self.worker_array_job_id,
-            worker_array_key=self.worker_array_key,
-            service_job_key=self.service_job_key,
-        )
+        check = await check_pathways_service(hook, self.service_job_id, self.probe)
         if check.service_ended:
             return {"status": "service_ended", "job": check.job.to_dict() if check.job else None}
         if check.readiness.reason != self._last_reason:
@@ -284,14 +274,7 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
             return
         hook = self._hook()
         try:
-            arrays = await service_worker_arrays(
-                hook,
-                [self.service_job_id],
-                cluster_env_path=self.cluster_env_path,
-                worker_array_job_id=self.worker_array_job_id,
-                worker_array_key=self.worker_array_key,
-                service_job_key=self.service_job_key,
-            )
+            arrays = await service_worker_arrays(hook, [self.service_job_id], self.probe)
             for job_id in [self.service_job_id, *arrays]:
                 cancelled = await hook.a_cancel_job(job_id)
                 self.log.info(

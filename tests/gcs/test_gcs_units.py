@@ -28,6 +28,24 @@ def test_locations_and_the_slurm_convention() -> None:
     assert GcsLocation.parse(" gs://bkt/a/b ") == GcsLocation("bkt", "a/b/")
     assert GcsLocation.parse("gs://bkt/a/b/").url == "gs://bkt/a/b/"
     assert GcsLocation.parse("gs://bkt").is_bucket_root
+
+
+@pytest.mark.parametrize(
+    ("bucket", "why"),
+    [
+        ("ab", "is 2 characters"),
+        ("My-Bucket", "may only contain lowercase letters"),
+        ("a" * 64, "names without dots have at most 63"),
+        ("a..b", "dot-separated part that is empty"),
+        ("192.168.0.1", "is an IP address"),
+        ("google-cache", "may not start with 'goog' or contain 'google'"),
+    ],
+)
+def test_a_location_in_a_bucket_gcs_cannot_name_is_refused(bucket: str, why: str) -> None:
+    # One rule for every bucket the provider takes (cache locations, gcs_bucket of the Slurm
+    # service, pathwaysDir): https://cloud.google.com/storage/docs/buckets#naming
+    with pytest.raises(ValueError, match=f"location='gs://{bucket}/c/': the bucket name .*{why}"):
+        GcsLocation.parse(f"gs://{bucket}/c/")
     assert scratch_location_for_bucket("my-bucket") == "gs://my-bucket/pathways-scratch/shared/"
     assert scratch_location_for_bucket("gs://my-bucket/") == "gs://my-bucket/pathways-scratch/shared/"
     for bad in ("", "bkt/a", "gs://", "gs://Bad_Bucket/x", "gs://bkt/a//b", None, 3):

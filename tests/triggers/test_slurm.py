@@ -12,11 +12,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_pathways.hooks.slurm import SlurmHook
-from airflow_provider_pathways.triggers.slurm import (
-    PathwaysClusterEnvTrigger,
-    SlurmJobTrigger,
-    check_pathways_service,
-)
+from airflow_provider_pathways.slurm.service import ServiceProbe, check_pathways_service
+from airflow_provider_pathways.triggers.slurm import PathwaysClusterEnvTrigger, SlurmJobTrigger
 
 TRANSPORTS = ["slurm_rest", "slurm_ssh"]
 
@@ -114,7 +111,9 @@ def test_readiness_survives_losing_a_slice_above_min_and_waits_below_it(
     def check() -> Any:
         async def look() -> Any:
             try:
-                return await check_pathways_service(hook, service, cluster_env_path=env_path, min_slices=2)
+                return await check_pathways_service(
+                    hook, service, ServiceProbe(cluster_env_path=env_path, min_slices=2)
+                )
             finally:
                 await hook.a_close()
 
@@ -182,7 +181,9 @@ def test_killing_a_deferred_service_wait_cancels_the_service_and_its_worker_arra
 
         def array_running() -> int | None:
             check = hook.run_on_private_loop(
-                lambda: check_pathways_service(hook, service, cluster_env_path=env_path, min_slices=3)
+                lambda: check_pathways_service(
+                    hook, service, ServiceProbe(cluster_env_path=env_path, min_slices=3)
+                )
             )
             return check.readiness.worker_array_job_id if check.readiness.ready else None
 
