@@ -371,7 +371,7 @@ class PathwaysJobHook(KubernetesHook):
                 observed.objects[resource.plural] = await self.a_get_object(
                     resource, name, namespace, api_client
                 )
-            return await self.a_status(name, namespace, options, observed, api_client)
+            return await self._a_status(name, namespace, options, observed, api_client)
 
     async def a_read_main_container_log(
         self,
@@ -404,7 +404,7 @@ class PathwaysJobHook(KubernetesHook):
                     return raw.decode(errors="replace")
         return ""
 
-    async def a_status(
+    async def _a_status(
         self,
         name: str,
         namespace: str,
@@ -463,7 +463,7 @@ class PathwaysJobHook(KubernetesHook):
                     try:
                         if watch.needs_list:
                             await watch.relist()
-                        status = await self.a_status(name, namespace, options, watch.observed, api_client)
+                        status = await self._a_status(name, namespace, options, watch.observed, api_client)
                         if status != last:
                             last = status
                             yield status
