@@ -11,9 +11,15 @@ SESSION = $(PY) -m sandbox.session run --name $@ $(if $(filter-out 0,$(KEEP_SAND
 # sandbox-down also works once the venv is gone (`make clean`): the session module needs Python only.
 SANDBOX_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 
-.PHONY: demo test test-steps venv lint bench docs sandbox-slurm sandbox-airflow sandbox-ui sandbox-down clean
+.PHONY: demo test test-steps packages venv lint bench docs sandbox-slurm sandbox-airflow sandbox-ui sandbox-down clean
+
+# Every Debian package the sandbox needs, in one apt-get run before anything runs in parallel
+# (sandbox/packages.sh lists them). `make demo` needs the venv and the host's Slurm only.
+packages:
+	bash sandbox/packages.sh
 
 $(VENV)/.installed: pyproject.toml
+	bash sandbox/packages.sh python
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
@@ -37,10 +43,12 @@ sandbox-ui:
 docs: venv
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
-demo: venv
+demo:
+	bash sandbox/packages.sh python slurm
+	$(MAKE) --no-print-directory venv
 	$(SESSION) $(PY) -m sandbox.demo
 
-test: venv
+test: packages venv
 	$(SESSION) $(MAKE) --no-print-directory test-steps
 
 # What `make test` runs inside its sandbox session. PATHWAYS_SANDBOX_REQUIRED=1: a test whose

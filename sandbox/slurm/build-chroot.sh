@@ -34,14 +34,8 @@ sandbox_chroot_busy "$V_ROOT" && die "$V_ROOT is in use (daemons or mounts): run
 packages=(slurmctld slurmd slurmrestd slurm-client munge slurm-wlm-jwt-plugin openssh-server python3)
 ((V_ACCOUNTING)) && packages+=(slurmdbd mariadb-server)
 
-if ! command -v debootstrap >/dev/null; then
-	log "installing debootstrap"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >/dev/null 2>&1 || {
-		apt-get update -q >/dev/null 2>&1 || true
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >/dev/null ||
-			die "cannot install debootstrap"
-	}
-fi
+command -v debootstrap >/dev/null || bash "$SANDBOX_REPO_ROOT/sandbox/packages.sh" chroot ||
+	die "cannot install debootstrap"
 script=$V_SCRIPT
 [[ -r /usr/share/debootstrap/scripts/$script ]] && script=/usr/share/debootstrap/scripts/$script
 mirror=$(sandbox_debian_mirror)

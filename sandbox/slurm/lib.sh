@@ -291,6 +291,25 @@ sandbox_cancel_all_jobs() {
 	"$@" scancel $ids 2>/dev/null || true
 }
 
+# ensure_traversable USER PATH [ROOT]: grant o+x on each directory above PATH that USER cannot
+# traverse, so that USER reaches PATH; with ROOT, USER and PATH are those inside the chroot ROOT (a
+# chroot's own /root is mode 0700 like any, whatever the host's is).
+ensure_traversable() {
+	local user=$1 path=$2 root=${3:-} dir="" part
+	local as_user=(runuser -u "$user" --)
+	[[ -n $root ]] && as_user=(chroot "$root" runuser -u "$user" --)
+	"${as_user[@]}" test -x "$path" && return 0
+	local IFS=/
+	for part in $path; do
+		[[ -n $part ]] || continue
+		dir=$dir/$part
+		if ! "${as_user[@]}" test -x "$dir"; then
+			log "granting traverse permission (o+x) on $root$dir so that $user can reach $path"
+			chmod o+x -- "$root$dir"
+		fi
+	done
+}
+
 # sandbox_port_holder PORT: who listens on PORT (for error messages).
 sandbox_port_holder() {
 	if command -v ss >/dev/null; then

@@ -52,30 +52,7 @@ sandbox_record_host_state "$STATE"
 # ---------------------------------------------------------------------------------------------
 # 1. Packages
 # ---------------------------------------------------------------------------------------------
-PACKAGES=(slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-jwt-plugin openssh-server python3)
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
-	log "installing ${missing[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt_log=$LOGS/apt.log
-	if ! compgen -G '/var/lib/apt/lists/*Packages*' >/dev/null; then
-		apt-get update -q >>"$apt_log" 2>&1 || {
-			tail -n 20 "$apt_log" >&2
-			die "apt-get update failed"
-		}
-	fi
-	if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$apt_log" 2>&1; then
-		log "install failed; retrying after apt-get update"
-		apt-get update -q >>"$apt_log" 2>&1 || true
-		apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$apt_log" 2>&1 || {
-			tail -n 20 "$apt_log" >&2
-			die "apt-get install failed (see $apt_log)"
-		}
-	fi
-fi
+bash "$SANDBOX_REPO_ROOT/sandbox/packages.sh" slurm || die "installing the Slurm packages failed"
 PYTHON=/usr/bin/python3
 
 # ---------------------------------------------------------------------------------------------
@@ -110,19 +87,6 @@ for script in start_pathways.sh run_worker_slice.sh run_workload.sh; do
 done
 
 # The cluster user and the slurmrestd user must reach the state dir (slurm.conf, spool, home).
-ensure_traversable() {
-	local user=$1 path=$2 dir=""
-	runuser -u "$user" -- test -x "$path" && return 0
-	local IFS=/ part
-	for part in $path; do
-		[[ -n $part ]] || continue
-		dir=$dir/$part
-		if ! runuser -u "$user" -- test -x "$dir"; then
-			log "granting traverse permission (o+x) on $dir so that $user can reach $path"
-			chmod o+x -- "$dir"
-		fi
-	done
-}
 ensure_traversable "$SLURM_SANDBOX_USER" "$USER_HOME"
 ensure_traversable "$SLURM_SANDBOX_REST_SYSUSER" "$ETC"
 chmod 0755 "$STATE" "$ETC" "$RUN" "$LOGS" "$SPOOL" "$SPOOL/slurmd-$NODE_NAME" "$SPOOL/slurmd-$ISOLATED_NODE" \

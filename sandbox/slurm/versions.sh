@@ -607,6 +607,8 @@ PY
 # 100 s for both together on 2 cores; mostly download and unpacking).
 build_chroots() {
 	local version pids=() failed=0
+	# Before the builds run side by side: two apt-get runs at once lose dpkg's lock.
+	bash "$SANDBOX_REPO_ROOT/sandbox/packages.sh" chroot || die "cannot install debootstrap"
 	for version in "$@"; do
 		bash "$SANDBOX_SLURM_DIR/build-chroot.sh" "$version" &
 		pids+=($!)
@@ -684,6 +686,11 @@ up_version() {
 	host_user
 	mount_all
 	chroot_user
+	# The paths are the host's, bound at the same place: a clone under /root passes the chroot's
+	# own /root (mode 0700) on the way.
+	ensure_traversable "$SLURM_SANDBOX_USER" "$USER_HOME" "$V_ROOT"
+	ensure_traversable "$SLURM_SANDBOX_REST_SYSUSER" "$ETC" "$V_ROOT"
+	if ((V_ACCOUNTING)); then ensure_traversable mysql "$V_STATE" "$V_ROOT"; fi
 	chroot_hosts
 	start_munge
 	write_configs
