@@ -41,6 +41,7 @@ from airflow_provider_pathways.gke.wait import (
 from airflow_provider_pathways.links import CloudLoggingLink, GKEWorkloadLink, push_console_links
 from airflow_provider_pathways.operators.delete_pathways_job import DeletePathwaysJobOperator
 from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.reattach import JobJudgement
 from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
 from airflow_provider_pathways.transient import (
@@ -173,8 +174,8 @@ class PathwaysJobOperator(ReattachingJobOperator):
         self.kind = kind
         self.wait_until = wait_until
         self.min_slices = min_slices
-        self.labels = dict(labels or {})
-        self.annotations = dict(annotations or {})
+        self.labels: Any = labels  # mappings once rendered (build_spec())
+        self.annotations: Any = annotations
         self.delete_on = frozenset(delete_on)
         self.kubernetes_conn_id = kubernetes_conn_id
         self.cluster_context = cluster_context
@@ -237,8 +238,8 @@ class PathwaysJobOperator(ReattachingJobOperator):
                 task,
                 name=self.name,
                 namespace=self.namespace or spec.namespace or self.hook.resolve_namespace(None),
-                labels=self.labels,
-                annotations=self.annotations,
+                labels=rendered_mapping(self.labels, "labels"),
+                annotations=rendered_mapping(self.annotations, "annotations"),
                 queue_name=self.queue_name,
                 priority_class=self.priority_class,
             )

@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysSpecRejected
 from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.reattach import JobJudgement, Verdict
 from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
 from airflow_provider_pathways.slurm.errors import SlurmJobLost
@@ -89,7 +90,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         self.slurm_conn_id = slurm_conn_id
         self.script = script
         self.script_path = script_path
-        self.environment = dict(environment or {})
+        self.environment: Any = environment  # a mapping once rendered (execute())
         self.job_name = job_name
         self.partition = partition
         self.account = account
@@ -97,7 +98,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         self.time_limit = time_limit
         self.working_directory = working_directory
         self.output_path = output_path
-        self.sbatch_options = dict(sbatch_options or {})
+        self.sbatch_options: Any = sbatch_options
         self.requeue = requeue
         self.cancel_on_kill = cancel_on_kill
         self.deferrable = deferrable
@@ -139,6 +140,11 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         )
 
     def execute(self, context: Context) -> Any:
+        try:  # rendered by now: a Jinja string or an XComArg has become its value
+            self.environment = rendered_mapping(self.environment, "environment")
+            self.sbatch_options = rendered_mapping(self.sbatch_options, "sbatch_options")
+        except TypeError as err:
+            raise PathwaysSpecRejected(f"nothing was submitted:\n  {err}") from err
         problems = self.input_problems()
         if problems:
             raise PathwaysSpecRejected("nothing was submitted:\n" + "\n".join(f"  {p}" for p in problems))

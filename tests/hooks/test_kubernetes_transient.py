@@ -68,6 +68,7 @@ def clear_faults(kube: Any) -> None:
     kube.control("faults", method="POST", count=0, clear=1)
 
 
+@pytest.mark.slow
 def test_a_longer_outage_ends_the_call_with_the_server_error(hook: PathwaysJobHook, kube: Any) -> None:
     faults(kube, 503, 50)
     try:
@@ -79,6 +80,7 @@ def test_a_longer_outage_ends_the_call_with_the_server_error(hook: PathwaysJobHo
         clear_faults(kube)
 
 
+@pytest.mark.slow
 async def test_watch_rides_out_an_outage_shorter_than_its_tolerance(hook: PathwaysJobHook, kube: Any) -> None:
     spec = new_spec(NS, program_seconds=1.0)
     await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)

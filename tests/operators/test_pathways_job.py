@@ -144,6 +144,7 @@ def test_a_failing_program_is_not_retried_by_the_preemption_budget(
     assert stand_in_objects(kube, "pathwaysjobs", "fails-budget") == []
 
 
+@pytest.mark.slow
 def test_execution_timeout_ends_a_deferred_wait_and_deletes_the_job(
     kube: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
