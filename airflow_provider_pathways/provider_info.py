@@ -99,6 +99,7 @@ def _gke_fields() -> dict[str, Any]:
 def _slurm_fields() -> dict[str, Any]:
     """Extra fields of the Pathways-on-Slurm connection, as ``SlurmSettings.from_connection`` reads them."""
     from airflow_provider_pathways.slurm.api_versions import SUPPORTED_API_VERSIONS
+    from airflow_provider_pathways.slurm.settings import TRANSPORTS, default
 
     versions = sorted(SUPPORTED_API_VERSIONS, key=lambda v: tuple(int(n) for n in v[1:].split(".")))
     return {
@@ -106,8 +107,8 @@ def _slurm_fields() -> dict[str, Any]:
             "label": "Transport",
             "schema": {
                 "type": "string",
-                "enum": ["rest", "ssh"],
-                "default": "rest",
+                "enum": list(TRANSPORTS),
+                "default": default("transport"),
                 "values_display": {"rest": "REST (slurmrestd)", "ssh": "SSH (login node)"},
             },
             "description": "REST: slurmrestd with a JWT. SSH: sbatch/scontrol/scancel on a login node, "
@@ -118,7 +119,7 @@ def _slurm_fields() -> dict[str, Any]:
             "schema": {
                 "type": ["string", "null"],
                 "enum": ["auto", *versions],
-                "default": "auto",
+                "default": default("api_version"),
                 "values_display": {"auto": "auto (detect)"},
             },
             "description": f"auto asks the server which versions it offers and uses the newest this "
@@ -139,7 +140,7 @@ def _slurm_fields() -> dict[str, Any]:
         "verify_ssl": _boolean(
             "Verify the TLS certificate (REST)",
             "Check slurmrestd's certificate when the scheme is https. Only turn off for test clusters.",
-            True,
+            default("verify_ssl"),
         ),
         "token_file": _string(
             "JWT token file (REST)",
@@ -148,10 +149,10 @@ def _slurm_fields() -> dict[str, Any]:
         ),
         "shared_fs": _boolean(
             "Job files are on this machine's filesystem (REST)",
-            "On (default): job output and cluster.env are read from this machine's filesystem, which "
-            "shares the cluster's paths. An SSH host for file access, when set, is used instead. "
-            "Off without an SSH host: no file access (log tails and the cluster.env sensor fail).",
-            True,
+            "On: job output and cluster.env are read from this machine's filesystem, which shares the "
+            "cluster's paths (Airflow on the cluster). Off (default): set an SSH host for file access "
+            "below; a REST connection with neither is refused, since nothing could read job files.",
+            default("shared_fs"),
         ),
         "ssh_host": _string(
             "SSH host for file access (REST)",
@@ -184,7 +185,7 @@ def _slurm_fields() -> dict[str, Any]:
             "Strict SSH host key checking",
             "On (default): an unknown or changed host key refuses the connection. Only turn off on "
             "purpose: any host key is then accepted.",
-            True,
+            default("strict_host_key_checking"),
         ),
         "slurm_bin_dir": _string(
             "Directory of the Slurm commands (SSH)",
@@ -192,13 +193,19 @@ def _slurm_fields() -> dict[str, Any]:
             "e.g. /opt/slurm/bin.",
         ),
         "connect_timeout": _number(
-            "Connect timeout (s)", "Seconds to wait for slurmrestd or sshd to accept a connection.", 15
+            "Connect timeout (s)",
+            "Seconds to wait for slurmrestd or sshd to accept a connection.",
+            default("connect_timeout"),
         ),
         "request_timeout": _number(
-            "REST request timeout (s)", "Seconds to wait for one slurmrestd answer.", 60
+            "REST request timeout (s)",
+            "Seconds to wait for one slurmrestd answer.",
+            default("request_timeout"),
         ),
         "command_timeout": _number(
-            "SSH command timeout (s)", "Seconds to wait for one sbatch/scontrol/scancel over SSH.", 120
+            "SSH command timeout (s)",
+            "Seconds to wait for one sbatch/scontrol/scancel over SSH.",
+            default("command_timeout"),
         ),
     }
 
@@ -285,7 +292,7 @@ def get_provider_info() -> dict[str, Any]:
                         "port": "REST: 6820 (443 with https), SSH: 22",
                         "login": "the user jobs run as, e.g. pathways",
                         "password": "REST: the JWT, or scontrol token's SLURM_JWT=... line as it is",
-                        "extra": '{"transport": "rest"}',
+                        "extra": '{"transport": "rest", "ssh_host": "login-0"}',
                     },
                 },
             },
