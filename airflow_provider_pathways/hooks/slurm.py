@@ -49,9 +49,10 @@ class SlurmHook(BaseHook):
     (``rest`` or ``ssh``; default ``rest``) and, for REST, ``api_version`` (``auto`` or v0.0.38..v0.0.45),
     ``scheme``, ``verify_ssl``, ``token_file``, ``shared_fs`` (files are read from this machine's
     filesystem, which shares the cluster's paths) or ``ssh_host``/``ssh_port`` (files over SFTP;
-    wins over ``shared_fs``): a REST connection with neither is refused; for SSH (and ``ssh_host``): ``private_key`` (PEM text) or
-    ``key_file``, ``private_key_passphrase``, ``known_hosts`` (text or path) and
-    ``strict_host_key_checking`` (default true; false must be given explicitly).
+    wins over ``shared_fs``): a REST connection with neither is refused; for SSH (and
+    ``ssh_host``): ``private_key`` (PEM text) or ``key_file``, ``private_key_passphrase``,
+    ``known_hosts`` (text or path) and ``strict_host_key_checking`` (default true; false must be
+    given explicitly).
 
     ``slurm_bin_dir`` (where sbatch/scontrol/scancel live if not on the SSH PATH) and the timeouts
     ``connect_timeout``, ``request_timeout``, ``command_timeout`` are optional. Extra keys may also
