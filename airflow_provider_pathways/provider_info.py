@@ -147,6 +147,12 @@ def _slurm_fields() -> dict[str, Any]:
             "Read the JWT from this file on the Airflow workers (re-read every 5 minutes) instead of the "
             "password field.",
         ),
+        "token_lifespan": _number(
+            "Mint tokens over SSH, lifespan (s) (REST)",
+            "Instead of a JWT: run scontrol token lifespan=N as the cluster user on the SSH host for "
+            "file access, and again before the token expires or when slurmrestd refuses it.",
+            kind="integer",
+        ),
         "shared_fs": _boolean(
             "Job files are on this machine's filesystem (REST)",
             "On: job output and cluster.env are read from this machine's filesystem, which shares the "

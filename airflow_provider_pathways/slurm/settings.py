@@ -16,6 +16,18 @@ DEFAULT_SSH_PORT = 22
 TRANSPORTS = ("rest", "ssh")
 
 
+def _positive_int(value: Any, name: str, fail: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise fail(f"extra {name!r} must be a whole number of seconds, got {value!r}") from None
+    if number < 1:
+        raise fail(f"extra {name!r} must be at least 1 second, got {number}")
+    return number
+
+
 def _bool(value: Any, default: bool, name: str) -> bool:
     if value is None or value == "":
         return default
@@ -44,6 +56,9 @@ class SlurmSettings:
     scheme: str = "http"
     verify_ssl: bool = True
     token_file: str | None = None
+    # Mint tokens of this lifespan (seconds) with ``scontrol token`` on ssh_host, renewed before
+    # they expire and when slurmrestd refuses one.
+    token_lifespan: int | None = None
     # Whether this machine sees the cluster's filesystem: never assumed (Airflow off the cluster,
     # e.g. Cloud Composer, does not).
     shared_fs: bool = False
@@ -138,12 +153,21 @@ class SlurmSettings:
                 "node; files over SFTP) or shared_fs=true (this machine sees the cluster's filesystem)"
             )
         token_file = str(extra.get("token_file") or "").strip() or None
+        token_lifespan = _positive_int(extra.get("token_lifespan"), "token_lifespan", fail)
+        if token_lifespan and (transport != "rest" or not ssh_host):
+            raise fail(
+                "extra 'token_lifespan' mints tokens with scontrol token over SSH: it needs transport "
+                "'rest' and an ssh_host (the login node)"
+            )
         password = conn.password or None
         if transport == "rest" and password:
             # ``scontrol token`` prints ``SLURM_JWT=<token>``: the line as printed is accepted.
             password = password.strip().removeprefix("SLURM_JWT=").strip() or None
-        if transport == "rest" and not password and not token_file:
-            raise fail("REST needs the JWT in password or a token_file extra")
+        if transport == "rest" and not password and not token_file and not token_lifespan:
+            raise fail(
+                "REST needs the JWT in password or a token_file extra (or token_lifespan, to mint "
+                "tokens over SSH)"
+            )
         private_key = extra.get("private_key") or None
         key_file = str(extra.get("key_file") or "").strip() or None
         if private_key and key_file:
@@ -159,6 +183,7 @@ class SlurmSettings:
             scheme=scheme,
             verify_ssl=_bool(extra.get("verify_ssl"), default("verify_ssl"), "verify_ssl"),
             token_file=token_file,
+            token_lifespan=token_lifespan,
             shared_fs=shared_fs,
             ssh_host=ssh_host,
             ssh_port=ssh_port if transport == "rest" else port,
