@@ -95,22 +95,27 @@ def test_an_ssh_password_is_kept_as_typed() -> None:
     assert got.password == " SLURM_JWT=is-a-password "
 
 
+def as_written(extra: dict[str, Any]) -> Connection:
+    """A REST connection with a token and exactly ``extra``, as an environment variable or a
+    secrets backend holds it (no form filled anything in)."""
+    return Connection(
+        conn_id="pathways_slurm_as_written",
+        conn_type="pathways_slurm",
+        host="slurm.example.com",
+        login="pathways",
+        password=TOKEN,
+        extra=json.dumps(extra),
+    )
+
+
 @pytest.mark.parametrize("unset", [{}, {"shared_fs": None}, {"shared_fs": False}, {"shared_fs": "false"}])
 def test_rest_without_a_way_to_read_files_is_refused(unset: dict[str, Any]) -> None:
     """The switch is off unless set (Airflow off the cluster does not see its filesystem), and a REST
     connection that can read files neither over SSH nor locally is refused, naming both fixes."""
     assert _fields("pathways_slurm")["shared_fs"]["schema"]["default"] is False
-    conn = Connection(
-        conn_id="pathways_slurm_rest_only",
-        conn_type="pathways_slurm",
-        host="slurm.example.com",
-        login="pathways",
-        password=TOKEN,
-        extra=json.dumps({"transport": "rest", **unset}),
-    )
     with pytest.raises(ValueError, match="REST alone cannot read job files") as refused:
-        SlurmSettings.from_connection(conn)
-    assert "'pathways_slurm_rest_only'" in str(refused.value)
+        SlurmSettings.from_connection(as_written({"transport": "rest", **unset}))
+    assert "'pathways_slurm_as_written'" in str(refused.value)
     assert "ssh_host" in str(refused.value) and "shared_fs=true" in str(refused.value)
     assert TOKEN not in str(refused.value)
 
@@ -137,15 +142,8 @@ def test_form_defaults_are_the_hooks_defaults() -> None:
     """Every default the form shows is what the hook does with the field unset (a connection from
     an environment variable or a secrets backend has only what its author wrote)."""
     fields = _fields("pathways_slurm")
-    conn = Connection(
-        conn_id="pathways_slurm_unset",
-        conn_type="pathways_slurm",
-        host="slurm.example.com",
-        login="pathways",
-        password=TOKEN,
-        extra=json.dumps({"ssh_host": "login-0"}),  # the one thing REST needs besides the token
-    )
-    unset = SlurmSettings.from_connection(conn)
+    # The one thing REST needs besides the token: a way to read job files.
+    unset = SlurmSettings.from_connection(as_written({"ssh_host": "login-0"}))
     shown = {name: f["schema"]["default"] for name, f in fields.items() if "default" in f["schema"]}
     assert shown.pop("scheme") is None  # decided from the host and port
     assert shown.pop("shared_fs") is False  # see test_rest_without_a_way_to_read_files_is_refused

@@ -24,6 +24,7 @@ from airflow_provider_pathways.operators.slurm import (
     PathwaysSlurmServiceOperator,
     SlurmJobOperator,
 )
+from airflow_provider_pathways.operators.slurm_base import SlurmJobBaseOperator
 from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
 from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
 
@@ -206,6 +207,10 @@ with DAG(
         }
 
     s = slurm_settings()
+    # The template fields every Slurm job operator has, but the script, its environment and the
+    # connection, which differ between the two operators.
+    own = {"script", "script_path", "environment", "slurm_conn_id"}
+    job_fields = {name: s[name] for name in SlurmJobBaseOperator.template_fields if name not in own}
     service = PathwaysSlurmServiceOperator(
         task_id="service",
         slurm_conn_id=s["conn"],
@@ -217,14 +222,7 @@ with DAG(
         min_slices=s["min_slices"],
         max_slices=s["max_slices"],
         gcs_bucket=s["gcs_bucket"],
-        job_name=s["job_name"],
-        partition=s["partition"],
-        account=s["account"],
-        qos=s["qos"],
-        time_limit=s["time_limit"],
-        working_directory=s["working_directory"],
-        output_path=s["output_path"],
-        sbatch_options=s["sbatch_options"],
+        **job_fields,
         poll_interval=0.5,
         deferrable=True,
     )
@@ -244,14 +242,7 @@ with DAG(
         script=s["workload_script"],
         script_path=s["no_script"],
         environment=s["environment"],
-        job_name=s["job_name"],
-        partition=s["partition"],
-        account=s["account"],
-        qos=s["qos"],
-        time_limit=s["time_limit"],
-        working_directory=s["working_directory"],
-        output_path=s["output_path"],
-        sbatch_options=s["sbatch_options"],
+        **job_fields,
         poll_interval=0.5,
         deferrable=True,
     )
