@@ -94,6 +94,22 @@ with DAG("gke_train_polling", schedule=None, start_date=START) as train_polling:
         annotations=knobs(program_log=PROGRAM_LOG),
     )
 
+SHARDS = 3
+
+with DAG("gke_mapped", schedule=None, start_date=START) as mapped:
+    # one job per map index, each with its own program log, followed in the triggerer and by polling
+    for mode, deferrable in (("deferred", True), ("polling", False)):
+        PathwaysJobOperator.partial(
+            task_id=f"train_{mode}",
+            job=spec(),
+            namespace=f"mapped-{mode}",
+            kubernetes_conn_id=CONN,
+            deferrable=deferrable,
+            poll_interval=0.1,
+            log_tail_lines=1,
+            retries=0,
+        ).expand(annotations=[knobs(program_log=f"shard {i} done") for i in range(SHARDS)])
+
 with DAG("gke_jobset_mode", schedule=None, start_date=START) as jobset_mode:
     operator("train", "jobset-mode", spec(), kind="JobSet", deferrable=True)
 

@@ -221,6 +221,21 @@ with dag("slurm_native_templates") as native_templates:
     )
 
 
+SHARDS = 3
+
+with dag("slurm_mapped") as mapped:
+    # one job per map index, each printing its shard, followed in the triggerer and by polling
+    for mode, deferrable in (("deferred", True), ("polling", False)):
+        SlurmJobOperator.partial(
+            task_id=f"train_{mode}",
+            slurm_conn_id=CONN,
+            script='#!/bin/bash\necho "shard $SHARD done"\n',
+            deferrable=deferrable,
+            poll_interval=0.3,
+            retries=0,
+        ).expand(environment=[{"SHARD": str(i)} for i in range(SHARDS)])
+
+
 with dag("slurm_service_ready") as service_ready:
     for mode, deferrable in (("deferred", True), ("polling", False)):
         service = PathwaysSlurmServiceOperator(

@@ -279,6 +279,26 @@ def test_service_operator_waits_for_readiness_deferred_and_polling(
         wait_for(lambda job_id=job_id: job_state(job_id) == "CANCELLED", f"service {job_id} to be cancelled")
 
 
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_mapped_tasks_each_follow_their_own_job_deferred_and_polling(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    outcomes = run_dag(load_dag(DAGS, "slurm_mapped"), params(slurm_cluster, conn))
+    logs = capfd.readouterr().out
+    for mode in ("deferred", "polling"):
+        job_ids = set()
+        for index in range(3):
+            outcome = outcomes[f"train_{mode}[{index}]"]
+            assert outcome.state == "success", (mode, index)
+            job_id = outcome.xcom["return_value"]["job_id"]
+            assert job_id == outcome.xcom["job_id"] == outcome.xcom["job"]["job_id"], (mode, index)
+            assert outcome.xcom["job"]["state"] == "COMPLETED", (mode, index)
+            job_ids.add(job_id)
+        assert len(job_ids) == 3, mode  # three jobs, each index reporting its own
+    for index in range(3):
+        assert f"shard {index} done" in logs  # each job's output tail reached its task log
+
+
 def test_more_slices_than_the_clusters_max_array_size_are_refused_before_submission(
     slurm_cluster: dict[str, str], capfd: pytest.CaptureFixture[str]
 ) -> None:
