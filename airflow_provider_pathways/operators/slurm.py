@@ -176,7 +176,7 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         return check if check.service_ended or check.readiness.ready else None
 
     def execute_complete(
-        self, context: Context, event: dict[str, Any], job_id: int | None = None
+        self, context: Context, event: dict[str, Any], job_id: int | None = None, **newer: Any
     ) -> dict[str, Any]:
         """Resume after the readiness trigger fired."""
         self.resume(context, event, job_id)
@@ -277,7 +277,7 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         return None
 
     def execute_complete(
-        self, context: Context, event: dict[str, Any], job_id: int | None = None
+        self, context: Context, event: dict[str, Any], job_id: int | None = None, **newer: Any
     ) -> dict[str, Any]:
         """Resume after the job trigger fired."""
         self.resume(context, event, job_id)

@@ -155,7 +155,7 @@ class PathwaysJobReadySensor(BaseSensorOperator):
         timeout = self.timeout
         return timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+    def execute_complete(self, context: Context, event: dict[str, Any], **newer: Any) -> str:
         """Resume after the trigger fired."""
         if event.get("status") == "timeout":
             raise AirflowSensorTimeout(f"{self.job_name} was not ready within {self._timeout_seconds()}s")

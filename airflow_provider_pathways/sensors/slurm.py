@@ -180,7 +180,7 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
         )
         return None
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any], **newer: Any) -> dict[str, Any]:
         """Resume after the trigger fired."""
         status = event.get("status")
         if status == "service_ended":

@@ -136,6 +136,7 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
     :param poll_interval: seconds between looks (one Slurm call each).
     :param deadline: give up at this epoch time with a ``timeout`` event.
     :param cancel_on_kill: cancel the job when the user kills the deferred task.
+    :param newer: arguments a newer version of this provider serialized; ignored.
     """
 
     def __init__(
@@ -148,6 +149,7 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
         cancel_on_kill: bool = True,
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
         deadline_reason: str | None = None,
+        **newer: Any,
     ) -> None:
         super().__init__(
             job_id=job_id,
@@ -205,6 +207,7 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
 
     Ready: ``cluster.env`` exists, was written after the service job started, holds the proxy
     address, and (with ``min_slices``) at least that many worker array tasks are RUNNING.
+    Arguments a newer version of this provider serialized are ignored.
     """
 
     def __init__(
@@ -223,6 +226,7 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
         cancel_on_kill: bool = False,
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
         deadline_reason: str | None = None,
+        **newer: Any,
     ) -> None:
         if min_slices is not None and (not isinstance(min_slices, int) or min_slices < 1):
             raise ValueError(f"min_slices: {min_slices!r} must be an integer >= 1")
