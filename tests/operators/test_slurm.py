@@ -143,6 +143,20 @@ def test_service_that_dies_fails_the_sensor_fast_naming_its_state(
 
 
 @pytest.mark.parametrize("conn", TRANSPORTS)
+def test_service_that_ended_fails_the_sensor_without_spending_its_retries(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    env_path = f"~/pathways/tests/{uuid.uuid4().hex}.env"
+    outcomes = run_dag(
+        load_dag(DAGS, "slurm_service_ends"), params(slurm_cluster, conn, cluster_env=env_path)
+    )
+    logs = capfd.readouterr().out
+    assert outcomes["service"].state == "success"
+    assert (outcomes["ready"].state, outcomes["ready"].try_number) == ("failed", 1)  # retries=2
+    assert "ended before it was ready: COMPLETED" in logs
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
 def test_stale_cluster_env_from_an_earlier_run_is_ignored(
     slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
