@@ -3,7 +3,9 @@
 ``tests/data/payloads/<version>/`` holds what a released version sends: its triggers' serialized
 keyword arguments (what the triggerer rebuilds a trigger from) and its triggers' events (what the
 resumed task reads). Each must still load into this version and mean the same thing; and what a
-newer version may add (keys this version does not know) must be ignored, not refused.
+newer version may add (keys this version does not know) must be ignored, not refused. A release
+adds its own directory, written from its triggers' ``serialize()`` and events; a released one is
+never edited.
 """
 
 from __future__ import annotations
