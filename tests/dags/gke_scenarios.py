@@ -110,6 +110,32 @@ with DAG("gke_mapped", schedule=None, start_date=START) as mapped:
             retries=0,
         ).expand(annotations=[knobs(program_log=f"shard {i} done") for i in range(SHARDS)])
 
+
+def _job_name(result: dict[str, Any]) -> str:
+    return str(result["name"])
+
+
+with DAG("gke_mapped_headless", schedule=None, start_date=START) as mapped_headless:
+    # per map index: a headless job, then a readiness sensor for that job
+    for mode, deferrable in (("deferred", True), ("polling", False)):
+        jobs = PathwaysJobOperator.partial(
+            task_id=f"start_{mode}",
+            job=spec(2, template=False),
+            namespace=f"mapped-headless-{mode}",
+            kubernetes_conn_id=CONN,
+            wait_until="created",
+            delete_on=("failure", "kill"),
+            retries=0,
+        ).expand(labels=[{"shard": str(i)} for i in range(SHARDS)])
+        PathwaysJobReadySensor.partial(
+            task_id=f"ready_{mode}",
+            namespace=f"mapped-headless-{mode}",
+            kubernetes_conn_id=CONN,
+            deferrable=deferrable,
+            poke_interval=0.1,
+            timeout=60,
+        ).expand(job_name=jobs.output.map(_job_name))
+
 with DAG("gke_jobset_mode", schedule=None, start_date=START) as jobset_mode:
     operator("train", "jobset-mode", spec(), kind="JobSet", deferrable=True)
 

@@ -111,3 +111,27 @@ def _running_slice(kube: Any, namespace: str) -> str | None:
             if rjob.get("name") == "worker" and rjob.get("ready", 0) >= 1:
                 return str(js["metadata"]["name"])
     return None
+
+
+def test_mapped_sensors_each_wait_for_their_own_job_deferred_and_polling(kube: Any) -> None:
+    from tests.kube_jobs import stand_in_objects
+
+    outcomes = run_dag(load_dag("gke_scenarios.py", "gke_mapped_headless"))
+    for mode in ("deferred", "polling"):
+        namespace = f"mapped-headless-{mode}"
+        names = set()
+        for index in range(3):
+            name = outcomes[f"start_{mode}[{index}]"].xcom["name"]
+            ready = outcomes[f"ready_{mode}[{index}]"]
+            assert ready.state == "success", (mode, index)
+            assert ready.xcom["return_value"] == f"grpc://{name}-pathways-head-0-0.{name}:29000", (
+                mode,
+                index,
+            )
+            names.add(name)
+        assert len(names) == 3, mode
+        for job in stand_in_objects(kube, "pathwaysjobs", namespace):
+            kube.request(
+                "DELETE",
+                f"/apis/pathways-job.pathways.domain/v1/namespaces/{namespace}/pathwaysjobs/{job['metadata']['name']}",
+            )
