@@ -112,7 +112,7 @@ class PathwaysJobReadySensor(BaseSensorOperator):
             raise PathwaysJobFailed.for_class(
                 failure,
                 f"{status.namespace}/{status.name} will never be ready ({failure.value}): {status.message}; "
-                "recreate the job to wait again (see the sensor's documentation)",
+                "only a new job can become ready: clear the task that made it together with this sensor",
                 job=status.name,
                 exit_code=status.exit_code,
                 retry=False,
