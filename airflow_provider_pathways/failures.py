@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_pathways.failure_class import FailureClass
 
@@ -29,10 +29,19 @@ class PathwaysJobFailed(AirflowException):
 
     @staticmethod
     def for_class(
-        failure_class: FailureClass, message: str, *, job: str | None = None, exit_code: int | None = None
+        failure_class: FailureClass,
+        message: str,
+        *,
+        job: str | None = None,
+        exit_code: int | None = None,
+        retry: bool = True,
     ) -> PathwaysJobFailed:
-        """Build the exception type that matches ``failure_class``."""
+        """Build the exception type that matches ``failure_class``. With ``retry=False`` it is also
+        an ``AirflowFailException``, which fails the task at once whatever its ``retries`` and
+        ``retry_policy``: for a task that only watches the job, whose retry could not make it again."""
         exception_type = _EXCEPTION_BY_CLASS.get(failure_class, PathwaysJobFailed)
+        if not retry:
+            exception_type = _without_retry(exception_type)
         return exception_type(message, job=job, exit_code=exit_code)
 
 
@@ -74,3 +83,17 @@ _EXCEPTION_BY_CLASS: dict[FailureClass, type[PathwaysJobFailed]] = {
     FailureClass.MAX_RESTARTS_REACHED: PathwaysMaxRestartsReached,
     FailureClass.INFRASTRUCTURE: PathwaysInfrastructureFailure,
 }
+
+
+_WITHOUT_RETRY: dict[type[PathwaysJobFailed], type[PathwaysJobFailed]] = {}
+
+
+def _without_retry(exception_type: type[PathwaysJobFailed]) -> type[PathwaysJobFailed]:
+    """``exception_type`` that Airflow never retries (named as it is, so logs read the same)."""
+    if exception_type not in _WITHOUT_RETRY:
+        _WITHOUT_RETRY[exception_type] = type(
+            exception_type.__name__,
+            (exception_type, AirflowFailException),
+            {"__module__": __name__, "__doc__": f"{exception_type.__doc__}\n\nNot retried."},
+        )
+    return _WITHOUT_RETRY[exception_type]

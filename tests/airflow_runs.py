@@ -39,14 +39,15 @@ def load_dag(filename: str, dag_id: str) -> Any:
     raise LookupError(f"{dag_id} not in {filename}")
 
 
-def run_dag(dag: Any, conf: dict[str, Any] | None = None) -> dict[str, TaskOutcome]:
-    """Run ``dag`` once with ``dag.test()``; outcomes by task id (``task_id[i]`` for mapped tasks)."""
+def run_dag(dag: Any, conf: dict[str, Any] | None = None, **test_args: Any) -> dict[str, TaskOutcome]:
+    """Run ``dag`` once with ``dag.test()`` (``test_args``: e.g. ``logical_date`` and ``run_after``,
+    which fix the run id); outcomes by task id (``task_id[i]`` for mapped tasks)."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    run = dag.test(run_conf=conf)
+    run = dag.test(run_conf=conf, **test_args)
     outcomes: dict[str, TaskOutcome] = {}
     with create_session() as session:
         tis = session.scalars(

@@ -29,6 +29,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_provider_pathways.failure_class import FailureClass
+from airflow_provider_pathways.payloads import known_fields
 
 HEAD_REPLICATED_JOB = "pathways-head"
 WORKER_REPLICATED_JOB = "worker"
@@ -121,11 +122,21 @@ class PathwaysJobStatus:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PathwaysJobStatus:
-        values = dict(data)
+        """Inverse of :meth:`to_dict`; keys a newer version added are ignored, and a failure class
+        it added reads as ``unknown``."""
+        values = known_fields(cls, data)
         values["phase"] = Phase(values["phase"])
-        values["failure"] = FailureClass(values["failure"]) if values.get("failure") else None
+        failure = values.get("failure")
+        values["failure"] = _failure_class(failure) if failure else None
         values["conditions"] = tuple(values.get("conditions") or ())
         return cls(**values)
+
+
+def _failure_class(value: str) -> FailureClass:
+    try:
+        return FailureClass(value)
+    except ValueError:
+        return FailureClass.UNKNOWN
 
 
 def parse_time(stamp: object) -> float | None:

@@ -446,7 +446,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
             f"longer than queue_timeout ({self.queue_timeout:g}s); the job was deleted: {status.message}"
         )
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any], **newer: Any) -> Any:
         """Resume after the trigger fired."""
         self._spec = self.build_spec(context)
         self._job_name, self._job_namespace = self.spec.name, self.spec.namespace

@@ -175,9 +175,11 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
             self._last_reason = check.readiness.reason
         return check if check.service_ended or check.readiness.ready else None
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], job_id: int | None = None, **newer: Any
+    ) -> dict[str, Any]:
         """Resume after the readiness trigger fired."""
-        self.resume(context, event)
+        self.resume(context, event, job_id)
         if event.get("status") == "service_ended":
             job = SlurmJob.from_dict(event["job"]) if event.get("job") else None
             return self.finish_job(
@@ -274,9 +276,11 @@ class SlurmJobOperator(SlurmJobBaseOperator):
             self._last_state = state
         return None
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], job_id: int | None = None, **newer: Any
+    ) -> dict[str, Any]:
         """Resume after the job trigger fired."""
-        self.resume(context, event)
+        self.resume(context, event, job_id)
         if event.get("status") != "done":
             raise AirflowException(f"unexpected trigger event {event!r}")
         job = SlurmJob.from_dict(event["job"]) if event.get("job") else None

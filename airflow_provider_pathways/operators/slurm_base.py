@@ -194,7 +194,11 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         context["ti"].xcom_push(key="job_id", value=self._job_id)
         deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
-            self.defer(trigger=self.trigger(deadline), method_name="execute_complete")
+            self.defer(
+                trigger=self.trigger(deadline),
+                method_name="execute_complete",
+                kwargs={"job_id": self._job_id},
+            )
         observed = self.poll(
             context,
             deadline,
@@ -236,9 +240,11 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
 
     waiting_for = "done"
 
-    def resume(self, context: Context, event: dict[str, Any]) -> None:
-        """Common checks when the trigger fired: the job id back, timeouts and trigger errors."""
-        self._job_id = int(context["ti"].xcom_pull(task_ids=self.task_id, key="job_id"))
+    def resume(self, context: Context, event: dict[str, Any], job_id: int | None) -> None:
+        """Common checks when the trigger fired: the job id back (from the operator's ``kwargs``, else
+        the event; both this task instance's own, also when it is mapped), timeouts and trigger
+        errors."""
+        self._job_id = int(job_id if job_id is not None else event["job_id"])
         self.check_trigger_event(context, event)
 
     def _cancel(self, reason: str) -> None:

@@ -50,6 +50,7 @@ class PathwaysJobTrigger(BaseTrigger):
         echoed in the ``timeout`` event.
     :param queue_timeout: fire a ``queue_timeout`` event when the job has been queued by Kueue for
         this many seconds; a queued job is otherwise waited for (and never counts as preempted).
+    :param newer: arguments a newer version of this provider serialized; ignored.
     """
 
     def __init__(
@@ -74,6 +75,7 @@ class PathwaysJobTrigger(BaseTrigger):
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
         queue_timeout: float | None = None,
         deadline_reason: str | None = None,
+        **newer: Any,
     ) -> None:
         super().__init__()
         validate_wait_arguments(name=name, wait_until=wait_until, min_slices=min_slices, kind=kind)
