@@ -31,8 +31,6 @@ from typing import Any
 from airflow_provider_pathways.failure_class import FailureClass
 from airflow_provider_pathways.payloads import known_fields
 
-HEAD_REPLICATED_JOB = "pathways-head"
-WORKER_REPLICATED_JOB = "worker"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"

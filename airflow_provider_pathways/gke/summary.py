@@ -12,12 +12,11 @@ from airflow_provider_pathways.gke.failure_diagnosis import (
     diagnose_failure,
     evicted_workload,
 )
+from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
 from airflow_provider_pathways.gke.object_fields import labels_of, reason_text, replicas_of, true_conditions
 from airflow_provider_pathways.gke.queueing import deactivation, own_workload, queued_state
 from airflow_provider_pathways.gke.status import (
-    HEAD_REPLICATED_JOB,
     QUEUE_NAME_LABEL,
-    WORKER_REPLICATED_JOB,
     PathwaysJobStatus,
     Phase,
 )

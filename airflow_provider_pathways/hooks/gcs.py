@@ -28,6 +28,7 @@ from airflow_provider_pathways.cache.location import GcsLocation
 from airflow_provider_pathways.cache.plan import CleanupPlan, PlanBuilder, encode_entry
 from airflow_provider_pathways.cache.report import CleanupReport
 from airflow_provider_pathways.cache.selection import CacheEntry, CacheSelector
+from airflow_provider_pathways.cache.storage import EMULATOR_ENV
 from airflow_provider_pathways.cache.values import DEFAULT_MIN_AGE, check_count, parse_duration, parse_size
 
 if TYPE_CHECKING:
@@ -41,7 +42,6 @@ __all__ = ["DEFAULT_GCP_CONN_ID", "CompilationCacheHook", "ensure_age_rule"]
 
 DEFAULT_GCP_CONN_ID = "google_cloud_default"
 STORAGE_SCOPE = "https://www.googleapis.com/auth/devstorage.full_control"
-EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 MAX_WORKERS = 256
 MAX_LIST_WORKERS = 32
 _USER_AGENT = f"airflow-provider-pathways/{__version__} compilation-cache-cleanup"

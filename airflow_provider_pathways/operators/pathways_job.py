@@ -13,12 +13,11 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
 from airflow_provider_pathways.gke.job_objects import StatusOptions
 from airflow_provider_pathways.gke.judgement import REATTACHABLE_PHASES, judge_status
+from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
 from airflow_provider_pathways.gke.queueing import queue_time_left
 from airflow_provider_pathways.gke.resources import JobKind, proxy_address
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec, PathwaysSpecError
 from airflow_provider_pathways.gke.status import (
-    HEAD_REPLICATED_JOB,
-    WORKER_REPLICATED_JOB,
     PathwaysJobStatus,
     Phase,
     format_duration,

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_pathways.gke.job_objects import StatusOptions
+from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
 from airflow_provider_pathways.gke.queueing import queue_time_left
 from airflow_provider_pathways.gke.resources import JobKind
-from airflow_provider_pathways.gke.status import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB, Phase
+from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments, wait_is_over
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
