@@ -13,7 +13,8 @@ import hashlib
 import re
 
 LABEL_PREFIX = "airflow.apache.org"
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+#: A Kubernetes label value (apimachinery validation.IsValidLabelValue), up to MAX_LABEL_VALUE long.
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 #: Longest label value (and DNS label) Kubernetes accepts.
 MAX_LABEL_VALUE = 63
 #: The replicated jobs of the JobSet a PathwaysJob becomes (pathwaysjob_controller.go).
@@ -77,7 +78,7 @@ def default_job_name(
 def safe_label_value(value: object) -> str:
     """A valid label value for ``value``: unchanged if already valid, else sanitized with a hash."""
     text = str(value)
-    if len(text) <= MAX_LABEL_VALUE and _LABEL_VALUE.fullmatch(text):
+    if len(text) <= MAX_LABEL_VALUE and LABEL_VALUE.fullmatch(text):
         return text
     cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("-_.")[:54].strip("-_.")
     return f"{cleaned}-{_digest(text)}" if cleaned else _digest(text)
