@@ -11,6 +11,7 @@ __all__ = [
     "PathwaysInfrastructureFailure",
     "PathwaysJobFailed",
     "PathwaysMaxRestartsReached",
+    "PathwaysOutcomeUnknown",
     "PathwaysPreempted",
     "PathwaysSpecRejected",
     "PathwaysUserProgramFailed",
@@ -61,6 +62,13 @@ class PathwaysInfrastructureFailure(PathwaysJobFailed):
     failure_class = FailureClass.INFRASTRUCTURE
 
 
+class PathwaysOutcomeUnknown(PathwaysJobFailed):
+    """The cluster forgot the job before its end was seen: its program may have run, to any end.
+    Not retried, so that the program never runs twice without the user's say."""
+
+    failure_class = FailureClass.OUTCOME_UNKNOWN
+
+
 class PathwaysMaxRestartsReached(PathwaysJobFailed):
     """The job used up its restarts for a reason that could not be classified further."""
 
@@ -73,4 +81,5 @@ _EXCEPTION_BY_CLASS: dict[FailureClass, type[PathwaysJobFailed]] = {
     FailureClass.PREEMPTED: PathwaysPreempted,
     FailureClass.MAX_RESTARTS_REACHED: PathwaysMaxRestartsReached,
     FailureClass.INFRASTRUCTURE: PathwaysInfrastructureFailure,
+    FailureClass.OUTCOME_UNKNOWN: PathwaysOutcomeUnknown,
 }

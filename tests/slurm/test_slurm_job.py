@@ -192,18 +192,25 @@ def _job(state: str, **kw: object) -> SlurmJob:
         ),
         (_job("OUT_OF_MEMORY", exit_code=0), JobOutcome.FAILED, FailureClass.USER_PROGRAM_FAILED, "memory"),
         # Launch failures (recorded: 22.05 reason JobLaunchFailure, 24.11/26.05 RaisedSignal:53, both
-        # ExitCode=0:53 = ESLURMD_IO_ERROR 4021 & 0x7f when the output file cannot be opened).
+        # ExitCode=0:53 = ESLURMD_IO_ERROR 4021 & 0x7f when the output file cannot be opened: the
+        # submission's mistake, not the node's).
         (
             _job("FAILED", reason="JobLaunchFailure", exit_code=0, exit_signal=53),
             JobOutcome.FAILED,
-            FailureClass.INFRASTRUCTURE,
+            FailureClass.SPEC_REJECTED,
             "ESLURMD_IO_ERROR",
         ),
         (
             _job("FAILED", reason="RaisedSignal:53(Real-time_signal_19)", exit_code=0, exit_signal=53),
             JobOutcome.FAILED,
-            FailureClass.INFRASTRUCTURE,
+            FailureClass.SPEC_REJECTED,
             "never started",
+        ),
+        (  # another slurmd launch error (ESLURMD_PROLOG_FAILED 4022 & 0x7f): the node's
+            _job("FAILED", reason="RaisedSignal:54", exit_code=0, exit_signal=54),
+            JobOutcome.FAILED,
+            FailureClass.INFRASTRUCTURE,
+            "ESLURMD_PROLOG_FAILED",
         ),
         (
             _job("FAILED", reason="JobLaunchFailure"),
@@ -686,7 +693,7 @@ def _check_recorded_jobs(jobs: list[SlurmJob], where: str) -> None:
     outcome, failure, message = job_outcome(launch)
     assert (outcome, failure) == (
         JobOutcome.FAILED,
-        FailureClass.INFRASTRUCTURE,
+        FailureClass.SPEC_REJECTED,
     ) and "ESLURMD_IO_ERROR" in message
     (cancelled,) = by_name["cancelled"]
     assert job_outcome(cancelled)[:2] == (JobOutcome.FAILED, FailureClass.UNKNOWN)
