@@ -135,8 +135,10 @@ def test_pod_less_preemption_with_data_loss(hook: PathwaysJobHook, kube: Any) ->
     hook.delete_job(spec.name, NS)
 
 
-def test_data_loss_alone_is_preemption(hook: PathwaysJobHook, kube: Any) -> None:
-    """pathwaysutils: a lost slice surfaces in the program as a JAX error containing DATA_LOSS."""
+def test_data_loss_with_no_slice_lost_is_the_programs_failure(hook: PathwaysJobHook, kube: Any) -> None:
+    """pathwaysutils: a lost slice surfaces in the program as a JAX error containing DATA_LOSS; the
+    same words with every slice and pod in place (the program's own error, or a DATA_LOSS it raised
+    for its data) are no preemption, and retrying them as one would run a failing program again."""
     spec = new_spec(
         NS,
         program_exit_code=1,
@@ -144,7 +146,9 @@ def test_data_loss_alone_is_preemption(hook: PathwaysJobHook, kube: Any) -> None
     )
     hook.create_job(spec.to_pathwaysjob(), NS)
     final = status_when(hook, spec.name, lambda s: s.terminal, "failure")
-    assert final.failure is FailureClass.PREEMPTED and "DATA_LOSS" in final.message
+    assert final.failure is FailureClass.USER_PROGRAM_FAILED, final.message
+    assert final.exit_code == 1
+    assert "DATA_LOSS" in final.message and "no slice or pod of the job was lost" in final.message
     hook.delete_job(spec.name, NS)
 
 
