@@ -15,6 +15,7 @@ __all__ = [
     "PathwaysPreempted",
     "PathwaysSpecRejected",
     "PathwaysUserProgramFailed",
+    "PathwaysWatchLost",
 ]
 
 
@@ -67,6 +68,13 @@ class PathwaysOutcomeUnknown(PathwaysJobFailed):
     Not retried, so that the program never runs twice without the user's say."""
 
     failure_class = FailureClass.OUTCOME_UNKNOWN
+
+
+class PathwaysWatchLost(PathwaysInfrastructureFailure):
+    """The task lost sight of its job, which may still be running: the cluster stayed unreachable
+    longer than ``outage_tolerance``, the trigger failed, or a retry could not read the job. Retried
+    like an infrastructure failure, but the job is kept and the next try reattaches to it; on the
+    task's last try the job is deleted or cancelled instead, so that none runs unwatched."""
 
 
 class PathwaysMaxRestartsReached(PathwaysJobFailed):

@@ -34,6 +34,7 @@ from airflow_provider_pathways.gke.task_spec import (
 )
 from airflow_provider_pathways.gke.wait import (
     WaitUntil,
+    ended_before_ready,
     validate_wait_arguments,
     wait_is_over,
     wait_succeeded,
@@ -267,6 +268,26 @@ class PathwaysJobOperator(ReattachingJobOperator):
             "%s %s %s/%s (%s)", "Deleted" if deleted else "Already gone:", self.kind, namespace, name, reason
         )
 
+    def _clean_up(self, reason: str) -> bool:
+        """Delete the job after its outcome is known; a failure to delete is logged and never
+        changes the outcome (a retry judges the job again, or DeletePathwaysJobOperator removes it)."""
+        from airflow_provider_pathways.transient import describe_error
+
+        try:
+            self._delete(reason)
+        except Exception as err:
+            self.log.warning(
+                "Could not delete %s %s/%s (%s): %s; it is left for the next try or a "
+                "DeletePathwaysJobOperator",
+                self.kind,
+                self._job_namespace,
+                self._job_name,
+                reason,
+                describe_error(err),
+            )
+            return False
+        return True
+
     def _push_identity(self, context: Context) -> None:
         ti = context["ti"]
         spec = self.spec
@@ -432,6 +453,9 @@ class PathwaysJobOperator(ReattachingJobOperator):
             raise AirflowTaskTimeout(f"{what} within the task's execution_timeout ({self.execution_timeout})")
         raise AirflowException(f"{what} within wait_timeout ({self.wait_timeout}s)")
 
+    def discards_when_giving_up(self) -> bool:
+        return "failure" in self.delete_on or self._is_queued()
+
     def _is_queued(self) -> bool:
         return self._status is not None and self._status.phase is Phase.QUEUED
 
@@ -502,12 +526,16 @@ class PathwaysJobOperator(ReattachingJobOperator):
         context["ti"].xcom_push(key="status", value=status.to_dict())
         if wait_succeeded(status, self.wait_until):
             if status.phase is Phase.SUCCEEDED and "success" in self.delete_on:
-                self._delete("succeeded")
+                self._clean_up("succeeded")
             return self._result(status)
+        early = ended_before_ready(status, self.wait_until)
         failure = status.failure or FailureClass.UNKNOWN
-        if "failure" in self.delete_on:
-            self._delete(f"failed: {failure.value}")
+        if "failure" in self.delete_on and self._clean_up(
+            "ended before it was ready" if early else f"failed: {failure.value}"
+        ):
             self.forget_job(context)  # a retry submits a fresh job; a kept one is judged again
+        if early:
+            raise AirflowFailException(early)
         raise PathwaysJobFailed.for_class(
             failure,
             f"{status.namespace}/{status.name}: {status.message or status.phase.value}",

@@ -160,10 +160,15 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         try:
             job = self.hook.get_job(int(external_id), required=True)  # type: ignore[arg-type]
         except SlurmJobLost as lost:
-            return JobJudgement.failed(FailureClass.INFRASTRUCTURE, str(lost))
+            return JobJudgement.failed(*self.lost_job(int(external_id), str(lost)))  # type: ignore[arg-type]
         assert job is not None
         self._job_id = job.job_id
         return self.judgement(job)
+
+    def lost_job(self, job_id: int, lost: str = "") -> tuple[FailureClass, str]:
+        """The failure class and message of a job the cluster forgot before its end was seen: an
+        infrastructure failure by default (a fresh job is submitted)."""
+        return FailureClass.INFRASTRUCTURE, lost or f"Slurm job {job_id} is no longer known to the cluster"
 
     def get_job_or_loss(self, job_id: int) -> tuple[SlurmJob | None, str]:
         """The job, or None and why its end is unknown (slurmctld forgot it, no accounting)."""
@@ -229,6 +234,9 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         raise AirflowException(f"{what} within wait_timeout ({self.wait_timeout}s)")
 
     waiting_for = "done"
+
+    def discards_when_giving_up(self) -> bool:
+        return self.cancel_on_kill
 
     def resume(self, context: Context, event: dict[str, Any]) -> None:
         """Common checks when the trigger fired: the job id back, timeouts and trigger errors."""
