@@ -74,12 +74,14 @@ class PathwaysJobOperator(ReattachingJobOperator):
     :param name: job name; default: derived from dag, task, run and map index (same on retries).
     :param namespace: namespace; default: the spec's, then the connection's, then ``default``.
     :param kind: ``PathwaysJob`` (needs the controller) or ``JobSet`` (the plain form xpk renders).
-    :param wait_until: ``created``, ``ready`` (head and ``min_slices`` ready) or ``finished``.
+    :param wait_until: ``created``, ``ready`` (head and ``min_slices`` ready; a job that ends
+        first, even successfully, fails the task without retry) or ``finished``.
     :param min_slices: slices needed for ``ready``; default: ``numSlices - elasticSlices``.
     :param labels: extra labels for the job.
     :param annotations: extra annotations for the job.
     :param delete_on: when to delete the job: any of ``success`` (only with ``finished``),
-        ``failure`` (a terminal failure or a timeout) and ``kill``.
+        ``failure`` (a terminal failure, a timeout, or giving up on the last try) and ``kill``. A
+        failed delete is logged and never changes the task's outcome.
     :param kubernetes_conn_id: cncf-kubernetes connection.
     :param deferrable: wait in the triggerer instead of holding a worker slot.
     :param poll_interval: seconds between status reads when not deferrable.
@@ -95,8 +97,10 @@ class PathwaysJobOperator(ReattachingJobOperator):
     :param gke_location: GKE cluster location, for the console links (default: connection).
     :param preemption_retries: retries the task gets for preemption and infrastructure failures
         when the DAG sets no ``retries`` (an explicit ``retries`` wins).
-    :param outage_tolerance: seconds an API server outage may last during the wait before the
-        try fails (a shorter one is ridden out).
+    :param outage_tolerance: seconds an API server outage may last during the wait (a shorter one
+        is ridden out); a longer one raises
+        :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried with the job kept
+        for the retry to reattach to, or on the last try with the job deleted per ``delete_on``.
     :param queue_name: Kueue LocalQueue to submit to (label ``kueue.x-k8s.io/queue-name``; xpk's is
         ``multislice-queue``). Kueue keeps the job suspended until it admits it: phase ``queued``,
         which is waited for and never counts as preemption.

@@ -67,7 +67,9 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         default: the cluster's ``JobRequeue``.
     :param preemption_retries: retries for preemption and infrastructure failures when the DAG
         sets no ``retries``.
-    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait.
+    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait; a
+        longer one raises :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried
+        with the job kept, or on the last try with the job cancelled (``cancel_on_kill``).
     """
 
     template_fields: Sequence[str] = (
@@ -249,7 +251,9 @@ class SlurmJobOperator(SlurmJobBaseOperator):
     :param log_tail_lines: lines of the job's output copied into the task log at the end.
     :param preemption_retries: retries for preemption and infrastructure failures when the DAG
         sets no ``retries``.
-    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait.
+    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait; a
+        longer one raises :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried
+        with the job kept, or on the last try with the job cancelled (``cancel_on_kill``).
     :param resubmit_if_outcome_unknown: when the job's outcome is unknown, treat it as an
         infrastructure failure instead: the try is retried and a retry submits a fresh job, so the
         program may run twice. Only for programs that may safely run again.
