@@ -67,6 +67,8 @@ class ReattachingJobOperator(BaseOperator):
     """
 
     external_id_key: str = "job"
+    #: What becomes of a job whose cleanup failed, for the warning.
+    left_behind: str = "it may still exist"
     poll_interval: float
     outage_tolerance: float
 
@@ -110,6 +112,24 @@ class ReattachingJobOperator(BaseOperator):
             self.give_up(context, event.get("reason"))
         if event.get("status") == "error":
             self.lose_sight(context, event.get("message") or f"unexpected trigger event {event!r}")
+
+    def log_tail(self, title: str, tail: str) -> None:
+        """Copy the end of the job's output into the task log under ``title``, one ``  |`` line each."""
+        if tail.strip():
+            self.log.info("%s", title)
+            for line in tail.rstrip().splitlines():
+                self.log.info("  | %s", line)
+
+    def clean_up(self, action: str, remove: Callable[[], object]) -> bool:
+        """Delete or cancel the job once the try's outcome is known (``remove``); a failure is logged
+        (``Could not <action>``, and :attr:`left_behind`) and never changes that outcome. True when
+        it worked."""
+        try:
+            remove()
+        except Exception as err:
+            self.log.warning("Could not %s: %s; %s", action, describe_error(err), self.left_behind)
+            return False
+        return True
 
     def lose_sight(self, context: Context, message: str, error: BaseException | None = None) -> NoReturn:
         """The task can no longer follow its job, which may still be running: raise

@@ -326,10 +326,7 @@ class SlurmJobOperator(SlurmJobBaseOperator):
             raise PathwaysJobFailed.for_class(*self.lost_job(job_id, lost), job=str(job_id))
         judgement = self.judgement(job)
         tail = self._output_tail(job)
-        if tail:
-            self.log.info("Last lines of the output of Slurm job %s (%s):", job_id, job.std_out)
-            for line in tail.splitlines():
-                self.log.info("  | %s", line)
+        self.log_tail(f"Last lines of the output of Slurm job {job_id} ({job.std_out}):", tail)
         context["ti"].xcom_push(key="job", value=job.to_dict())
         if judgement.verdict is Verdict.SUCCEEDED:
             return {"job_id": job_id, "state": job.state, "exit_code": job.exit_code, "reason": job.reason}

@@ -41,6 +41,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
     """Submission, reattachment (``task_state_store``), the wait and cancellation of one Slurm job."""
 
     external_id_key = "slurm_job_id"
+    left_behind = "it may still be running: cancel it with CancelSlurmJobOperator or scancel"
     #: What every Slurm job operator templates (subclasses add their own).
     template_fields: Sequence[str] = (
         "script",
@@ -225,8 +226,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
 
     def give_up(self, context: Context, reason: str | None) -> NoReturn:
         """The wait ran out of time: cancel the job (with ``cancel_on_kill``) and fail the try."""
-        if self.cancel_on_kill:
-            self._cancel("the wait timed out")
+        if self.cancel_on_kill and self._clean_up("the wait timed out"):
             self.forget_job(context)
         what = f"Slurm job {self._job_id} was not {self.waiting_for}"
         if reason == "execution_timeout":
@@ -242,6 +242,10 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         """Common checks when the trigger fired: the job id back, timeouts and trigger errors."""
         self._job_id = int(context["ti"].xcom_pull(task_ids=self.task_id, key="job_id"))
         self.check_trigger_event(context, event)
+
+    def _clean_up(self, reason: str) -> bool:
+        """Cancel the job after the outcome is known; a failure never changes the outcome."""
+        return self.clean_up(f"cancel Slurm job {self._job_id} ({reason})", lambda: self._cancel(reason))
 
     def _cancel(self, reason: str) -> None:
         if self._job_id is None:
