@@ -64,11 +64,6 @@ def summarize(
         total = int(workers.get("numSlices", 0) or 0)
         if pwj_status.get("terminalState") == "Completed":  # the JobSet went after the job's end
             return PathwaysJobStatus(**base, phase=Phase.SUCCEEDED, slices_total=total, message="completed")
-        if deleting:
-            return PathwaysJobStatus(
-                **base, phase=Phase.TERMINATING, slices_total=total, failure=FailureClass.INFRASTRUCTURE,
-                message=deleting,
-            )  # fmt: skip
         if pwj_status.get("terminalState") == "Failed":
             if pwj_status.get("conditions"):
                 failure, message = FailureClass.UNKNOWN, f"the PathwaysJob failed: {pwj_status}"
@@ -84,6 +79,11 @@ def summarize(
             return PathwaysJobStatus(
                 **base, phase=Phase.FAILED, slices_total=total, failure=failure, message=message
             )
+        if deleting:
+            return PathwaysJobStatus(
+                **base, phase=Phase.TERMINATING, slices_total=total, failure=FailureClass.INFRASTRUCTURE,
+                message=deleting,
+            )  # fmt: skip
         return PathwaysJobStatus(
             **base, phase=Phase.PENDING, slices_total=total, message="waiting for the controller"
         )

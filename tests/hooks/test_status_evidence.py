@@ -279,6 +279,10 @@ def test_a_job_with_a_deletion_timestamp_is_terminating_not_running() -> None:
     for jobset in (None, _running_jobset()):
         status = summarize(name="train", namespace=NS, pathways_job=pathways_job, jobset=jobset)
         assert status.phase is Phase.TERMINATING, jobset
+    refused = _pathways_job("train", "3x3")
+    refused["metadata"]["deletionTimestamp"] = stamp
+    status = summarize(name="train", namespace=NS, pathways_job=refused, jobset=None)
+    assert status.failure is FailureClass.SPEC_REJECTED  # an end reached before the deletion stands
     done = _jobset(False, [{"type": "Completed", "status": "True"}])
     done["metadata"]["deletionTimestamp"] = stamp
     ended = summarize(name="train", namespace=NS, pathways_job=None, jobset=done, expect_pathways_job=False)
