@@ -361,3 +361,15 @@ with DAG("gke_outage_then_retried", schedule=None, start_date=START) as outage_t
         retry_policy=FAST_RETRY_BUDGET,
         annotations=knobs(program_seconds=25),
     )
+
+with DAG("gke_outage_deferred", schedule=None, start_date=START) as outage_deferred:
+    PathwaysJobOperator(
+        task_id="train",
+        job=spec(),
+        namespace="outage-deferred",
+        kubernetes_conn_id=CONN,
+        deferrable=True,
+        outage_tolerance=1,
+        retry_policy=FAST_RETRY_BUDGET,
+        annotations=knobs(program_seconds=20),
+    )

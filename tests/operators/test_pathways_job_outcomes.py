@@ -234,3 +234,27 @@ def test_an_outage_with_retries_left_keeps_the_job_for_the_retry(
     assert "Reattaching to PathwaysJob outage-retried/" in logs
     assert requests(kube, "create pathwaysjobs") == 1
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
+
+def test_a_trigger_that_gives_up_keeps_the_job_for_the_retry(
+    kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The trigger's watch breaks and cannot be opened again within the tolerance: its ``error``
+    event is a lost watch, retried on the preemption budget, and the retry follows the same job."""
+    kube.control("requests/reset")
+    namespace = "outage-deferred"
+
+    def outage(_name: str) -> None:
+        faults(503, count=4, verb="GET")  # the watch fails three times in 1 s; one more for slack
+        kube.control("watches/drop")
+
+    watcher = act_when(lambda: running_jobset(kube, namespace, 2), outage)
+    outcome = run_dag(load_dag(DAGS, "gke_outage_deferred"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "success" and outcome.try_number == 2
+    assert "was unreachable for" in logs and "is kept, and the next try reattaches to it" in logs
+    assert "Reattaching to PathwaysJob outage-deferred/" in logs
+    assert requests(kube, "create pathwaysjobs") == 1
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
