@@ -80,10 +80,10 @@ def summarize(
                 **base, phase=Phase.FAILED, slices_total=total, failure=failure, message=message
             )
         if deleting:
+            base["slices_total"] = total
             return PathwaysJobStatus(
-                **base, phase=Phase.TERMINATING, slices_total=total, failure=FailureClass.INFRASTRUCTURE,
-                message=deleting,
-            )  # fmt: skip
+                **base, phase=Phase.TERMINATING, failure=FailureClass.INFRASTRUCTURE, message=deleting
+            )
         return PathwaysJobStatus(
             **base, phase=Phase.PENDING, slices_total=total, message="waiting for the controller"
         )
