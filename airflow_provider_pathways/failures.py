@@ -11,9 +11,11 @@ __all__ = [
     "PathwaysInfrastructureFailure",
     "PathwaysJobFailed",
     "PathwaysMaxRestartsReached",
+    "PathwaysOutcomeUnknown",
     "PathwaysPreempted",
     "PathwaysSpecRejected",
     "PathwaysUserProgramFailed",
+    "PathwaysWatchLost",
 ]
 
 
@@ -70,6 +72,20 @@ class PathwaysInfrastructureFailure(PathwaysJobFailed):
     failure_class = FailureClass.INFRASTRUCTURE
 
 
+class PathwaysOutcomeUnknown(PathwaysJobFailed):
+    """The cluster forgot the job before its end was seen: its program may have run, to any end.
+    Not retried, so that the program never runs twice without the user's say."""
+
+    failure_class = FailureClass.OUTCOME_UNKNOWN
+
+
+class PathwaysWatchLost(PathwaysInfrastructureFailure):
+    """The task lost sight of its job, which may still be running: the cluster stayed unreachable
+    longer than ``outage_tolerance``, the trigger failed, or a retry could not read the job. Retried
+    like an infrastructure failure, but the job is kept and the next try reattaches to it; on the
+    task's last try the job is deleted or cancelled instead, so that none runs unwatched."""
+
+
 class PathwaysMaxRestartsReached(PathwaysJobFailed):
     """The job used up its restarts for a reason that could not be classified further."""
 
@@ -82,6 +98,7 @@ _EXCEPTION_BY_CLASS: dict[FailureClass, type[PathwaysJobFailed]] = {
     FailureClass.PREEMPTED: PathwaysPreempted,
     FailureClass.MAX_RESTARTS_REACHED: PathwaysMaxRestartsReached,
     FailureClass.INFRASTRUCTURE: PathwaysInfrastructureFailure,
+    FailureClass.OUTCOME_UNKNOWN: PathwaysOutcomeUnknown,
 }
 
 

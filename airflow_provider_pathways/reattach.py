@@ -4,7 +4,8 @@ One rule set for GKE and Slurm: a job still running or queued is followed; one t
 reported without running it again; one that ended by preemption, eviction, node loss or another
 infrastructure failure (or for a reason nobody could classify) is replaced by a fresh job; one
 whose program failed or whose spec was refused fails the task at once, and the program never runs
-twice.
+twice; one the cluster forgot before anyone saw its end (its outcome is unknown: the program may
+have run) fails the task too, unless the user asked for a resubmission in that case.
 """
 
 from __future__ import annotations

@@ -16,7 +16,12 @@ Rules and where they come from:
   spec, anything else an infrastructure failure;
 - preemption evidence survives the pods: Job conditions ``FailureTarget``/``Failed`` with reason
   ``PodFailurePolicy`` (the pod's ``DisruptionTarget``), Kueue evictions, node-loss events on the
-  job's pods, and a program that died with ``DATA_LOSS`` (how Pathways reports a lost slice).
+  job's pods, and a program that died with ``DATA_LOSS`` (how Pathways reports a lost slice) while
+  a slice or pod was lost; a pod the kubelet evicted for using more than it may (its
+  ephemeral-storage limit, an emptyDir ``sizeLimit``, more than its request under node pressure) is
+  the program's failure (kubelet ``eviction/helpers.go``);
+- a job with ``metadata.deletionTimestamp`` is terminating, and one that is gone was deleted: by
+  someone other than the task following it, an infrastructure failure.
 """
 
 from __future__ import annotations
@@ -47,11 +52,13 @@ class Phase(str, Enum):
     SUSPENDED = "suspended"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    #: Being deleted (``metadata.deletionTimestamp`` set): it will not run to its end.
+    TERMINATING = "terminating"
     DELETED = "deleted"
 
     @property
     def terminal(self) -> bool:
-        return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.DELETED)
+        return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.TERMINATING, Phase.DELETED)
 
 
 @dataclass(frozen=True)

@@ -52,14 +52,17 @@ def summarize(
         return PathwaysJobStatus(
             **base,
             phase=Phase.DELETED,
-            failure=FailureClass.UNKNOWN,
-            message="the job no longer exists (deleted outside this task?)",
+            failure=FailureClass.INFRASTRUCTURE,
+            message="the job no longer exists: someone else deleted it before it ended",
         )
     pwj_status = (pathways_job or {}).get("status") or {}
     pwj_spec = (pathways_job or {}).get("spec") or {}
     workers = (pwj_spec.get("workers") or [{}])[0]
+    deleting = _deletion(pathways_job) or _deletion(jobset)
     if jobset is None:
         total = int(workers.get("numSlices", 0) or 0)
+        if pwj_status.get("terminalState") == "Completed":  # the JobSet went after the job's end
+            return PathwaysJobStatus(**base, phase=Phase.SUCCEEDED, slices_total=total, message="completed")
         if pwj_status.get("terminalState") == "Failed":
             if pwj_status.get("conditions"):
                 failure, message = FailureClass.UNKNOWN, f"the PathwaysJob failed: {pwj_status}"
@@ -74,6 +77,11 @@ def summarize(
                 )
             return PathwaysJobStatus(
                 **base, phase=Phase.FAILED, slices_total=total, failure=failure, message=message
+            )
+        if deleting:
+            base["slices_total"] = total
+            return PathwaysJobStatus(
+                **base, phase=Phase.TERMINATING, failure=FailureClass.INFRASTRUCTURE, message=deleting
             )
         return PathwaysJobStatus(
             **base, phase=Phase.PENDING, slices_total=total, message="waiting for the controller"
@@ -121,6 +129,10 @@ def summarize(
             message=diagnosis.message,
             exit_code=diagnosis.exit_code,
         )
+    if deleting:
+        return PathwaysJobStatus(
+            **common, phase=Phase.TERMINATING, failure=FailureClass.INFRASTRUCTURE, message=deleting
+        )
     suspended = (jobset.get("spec") or {}).get("suspend") is True
     if queue:
         workload = own_workload(workloads, jobset)
@@ -152,3 +164,17 @@ def summarize(
     else:
         phase = Phase.PENDING
     return PathwaysJobStatus(**common, phase=phase)
+
+
+def _deletion(obj: Mapping[str, Any] | None) -> str | None:
+    """Why ``obj`` counts as terminating: its ``deletionTimestamp``, set when someone deleted it (the
+    object stays while finalizers, or with foreground deletion its dependents, hold it)."""
+    if obj is None:
+        return None
+    since = (obj.get("metadata") or {}).get("deletionTimestamp")
+    if not since:
+        return None
+    return (
+        f"{obj.get('kind') or 'the job'} is being deleted (deletionTimestamp {since}) by someone other "
+        "than this task: it will not run to its end"
+    )

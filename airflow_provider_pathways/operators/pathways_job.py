@@ -33,6 +33,7 @@ from airflow_provider_pathways.gke.task_spec import (
 )
 from airflow_provider_pathways.gke.wait import (
     WaitUntil,
+    ended_before_ready,
     validate_wait_arguments,
     wait_is_over,
     wait_succeeded,
@@ -73,12 +74,14 @@ class PathwaysJobOperator(ReattachingJobOperator):
     :param name: job name; default: derived from dag, task, run and map index (same on retries).
     :param namespace: namespace; default: the spec's, then the connection's, then ``default``.
     :param kind: ``PathwaysJob`` (needs the controller) or ``JobSet`` (the plain form xpk renders).
-    :param wait_until: ``created``, ``ready`` (head and ``min_slices`` ready) or ``finished``.
+    :param wait_until: ``created``, ``ready`` (head and ``min_slices`` ready; a job that ends
+        first, even successfully, fails the task without retry) or ``finished``.
     :param min_slices: slices needed for ``ready``; default: ``numSlices - elasticSlices``.
     :param labels: extra labels for the job.
     :param annotations: extra annotations for the job.
     :param delete_on: when to delete the job: any of ``success`` (only with ``finished``),
-        ``failure`` (a terminal failure or a timeout) and ``kill``.
+        ``failure`` (a terminal failure, a timeout, or giving up on the last try) and ``kill``. A
+        failed delete is logged and never changes the task's outcome.
     :param kubernetes_conn_id: cncf-kubernetes connection.
     :param deferrable: wait in the triggerer instead of holding a worker slot.
     :param poll_interval: seconds between status reads when not deferrable.
@@ -94,8 +97,9 @@ class PathwaysJobOperator(ReattachingJobOperator):
     :param gke_location: GKE cluster location, for the console links (default: connection).
     :param preemption_retries: retries the task gets for preemption and infrastructure failures
         when the DAG sets no ``retries`` (an explicit ``retries`` wins).
-    :param outage_tolerance: seconds an API server outage may last during the wait before the
-        try fails (a shorter one is ridden out).
+    :param outage_tolerance: seconds an API server outage may last during the wait; a longer one
+        raises ``PathwaysWatchLost``: retried, the job kept for the retry to reattach to (deleted
+        per ``delete_on`` on the last try).
     :param queue_name: Kueue LocalQueue to submit to (label ``kueue.x-k8s.io/queue-name``; xpk's is
         ``multislice-queue``). Kueue keeps the job suspended until it admits it: phase ``queued``,
         which is waited for and never counts as preemption.
@@ -123,6 +127,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
     operator_extra_links = (GKEWorkloadLink(), CloudLoggingLink())
     ui_color = "#e8f0fe"
     external_id_key = "pathways_job"
+    left_behind = "it is left for a later try or a DeletePathwaysJobOperator"
 
     def __init__(
         self,
@@ -266,6 +271,11 @@ class PathwaysJobOperator(ReattachingJobOperator):
         self.log.info(
             "%s %s %s/%s (%s)", "Deleted" if deleted else "Already gone:", self.kind, namespace, name, reason
         )
+
+    def _clean_up(self, reason: str) -> bool:
+        """Delete the job after the outcome is known; a failure never changes the outcome."""
+        job = f"{self.kind} {self._job_namespace}/{self._job_name}"
+        return self.clean_up(f"delete {job} ({reason})", lambda: self._delete(reason))
 
     def _push_identity(self, context: Context) -> None:
         ti = context["ti"]
@@ -424,13 +434,15 @@ class PathwaysJobOperator(ReattachingJobOperator):
 
     def give_up(self, context: Context, reason: str | None) -> NoReturn:
         """The wait ran out of time: delete the job per ``delete_on`` (always while queued) and fail."""
-        if "failure" in self.delete_on or self._is_queued():
-            self._delete("the wait timed out")
+        if self.discards_when_giving_up() and self._clean_up("the wait timed out"):
             self.forget_job(context)
         what = f"{self.spec.namespace}/{self.spec.name} was not {self.wait_until}"
         if reason == "execution_timeout":
             raise AirflowTaskTimeout(f"{what} within the task's execution_timeout ({self.execution_timeout})")
         raise AirflowException(f"{what} within wait_timeout ({self.wait_timeout}s)")
+
+    def discards_when_giving_up(self) -> bool:
+        return "failure" in self.delete_on or self._is_queued()
 
     def _is_queued(self) -> bool:
         return self._status is not None and self._status.phase is Phase.QUEUED
@@ -438,11 +450,12 @@ class PathwaysJobOperator(ReattachingJobOperator):
     def _give_up_queued(self, context: Context, status: PathwaysJobStatus) -> NoReturn:
         """Queued longer than ``queue_timeout``: delete the job (else it would start later, unwatched)."""
         waited = format_duration(status.queued_for() or 0.0)
-        self._delete(f"queued longer than queue_timeout ({self.queue_timeout:g}s)")
-        self.forget_job(context)
+        if deleted := self._clean_up(f"queued longer than queue_timeout ({self.queue_timeout:g}s)"):
+            self.forget_job(context)
         raise AirflowException(
             f"{status.namespace}/{status.name} stayed queued in LocalQueue {status.queue} for {waited}, "
-            f"longer than queue_timeout ({self.queue_timeout:g}s); the job was deleted: {status.message}"
+            f"longer than queue_timeout ({self.queue_timeout:g}s); the job was "
+            f"{'deleted' if deleted else 'not deleted (see above) and may still start'}: {status.message}"
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any], **newer: Any) -> Any:
@@ -467,15 +480,8 @@ class PathwaysJobOperator(ReattachingJobOperator):
         except Exception as err:
             self.log.warning("Could not read the program's log: %s", type(err).__name__)
             return
-        if tail:
-            self.log.info(
-                "Last lines of %s/%s, container %r:",
-                status.namespace,
-                status.name,
-                self.spec.controller.main_container_name,
-            )
-            for line in tail.rstrip().splitlines():
-                self.log.info("  | %s", line)
+        container = self.spec.controller.main_container_name
+        self.log_tail(f"Last lines of {status.namespace}/{status.name}, container {container!r}:", tail)
 
     def _result(self, status: PathwaysJobStatus) -> dict[str, Any]:
         return {
@@ -502,12 +508,15 @@ class PathwaysJobOperator(ReattachingJobOperator):
         context["ti"].xcom_push(key="status", value=status.to_dict())
         if wait_succeeded(status, self.wait_until):
             if status.phase is Phase.SUCCEEDED and "success" in self.delete_on:
-                self._delete("succeeded")
+                self._clean_up("succeeded")
             return self._result(status)
+        early = ended_before_ready(status, self.wait_until)
         failure = status.failure or FailureClass.UNKNOWN
-        if "failure" in self.delete_on:
-            self._delete(f"failed: {failure.value}")
+        reason = "ended before it was ready" if early else f"failed: {failure.value}"
+        if "failure" in self.delete_on and self._clean_up(reason):
             self.forget_job(context)  # a retry submits a fresh job; a kept one is judged again
+        if early:
+            raise AirflowFailException(early)
         raise PathwaysJobFailed.for_class(
             failure,
             f"{status.namespace}/{status.name}: {status.message or status.phase.value}",

@@ -67,7 +67,9 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         default: the cluster's ``JobRequeue``.
     :param preemption_retries: retries for preemption and infrastructure failures when the DAG
         sets no ``retries``.
-    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait.
+    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait; a
+        longer one raises :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried
+        with the job kept, or on the last try with the job cancelled (``cancel_on_kill``).
     """
 
     template_fields: Sequence[str] = (
@@ -238,7 +240,10 @@ class SlurmJobOperator(SlurmJobBaseOperator):
     retry (exit code and output tail in the error); ``PREEMPTED``, ``NODE_FAIL`` and
     ``BOOT_FAIL`` raise :class:`~airflow_provider_pathways.failures.PathwaysPreempted`, which
     ``PathwaysRetryPolicy`` retries with backoff; ``TIMEOUT`` and ``CANCELLED`` fail with their
-    reason. A requeued job is followed through its rerun (Slurm keeps its id).
+    reason. A requeued job is followed through its rerun (Slurm keeps its id). A job the cluster
+    forgot before its end was seen (purged after ``MinJobAge`` on a cluster without accounting)
+    has an unknown outcome: :class:`~airflow_provider_pathways.failures.PathwaysOutcomeUnknown`,
+    never retried, so that the program does not run twice unless you say so.
 
     :param script_path: the script on the cluster; or ``script``: its text, uploaded.
     :param environment: extra environment variables (arrive byte-for-byte).
@@ -248,13 +253,32 @@ class SlurmJobOperator(SlurmJobBaseOperator):
     :param log_tail_lines: lines of the job's output copied into the task log at the end.
     :param preemption_retries: retries for preemption and infrastructure failures when the DAG
         sets no ``retries``.
-    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait.
+    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait; a
+        longer one raises :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried
+        with the job kept, or on the last try with the job cancelled (``cancel_on_kill``).
+    :param resubmit_if_outcome_unknown: when the job's outcome is unknown, treat it as an
+        infrastructure failure instead: the try is retried and a retry submits a fresh job, so the
+        program may run twice. Only for programs that may safely run again.
     """
 
-    def __init__(self, *, log_tail_lines: int = 40, **kwargs: Any) -> None:
+    def __init__(
+        self, *, log_tail_lines: int = 40, resubmit_if_outcome_unknown: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.log_tail_lines = log_tail_lines
+        self.resubmit_if_outcome_unknown = resubmit_if_outcome_unknown
         self._last_state = ""
+
+    def lost_job(self, job_id: int, lost: str = "") -> tuple[FailureClass, str]:
+        """Unknown outcome: not resubmitted unless ``resubmit_if_outcome_unknown``."""
+        what = lost or f"Slurm job {job_id} is no longer known to the cluster; its end is unknown"
+        if self.resubmit_if_outcome_unknown:
+            return FailureClass.INFRASTRUCTURE, f"{what}; resubmitting (resubmit_if_outcome_unknown=True)"
+        return FailureClass.OUTCOME_UNKNOWN, (
+            f"{what}: whether its program ran, and how it ended, is unknown. It is not submitted again "
+            "so that the program does not run twice; check its output and clear this task to run it "
+            "again, or set resubmit_if_outcome_unknown=True to resubmit in such a case"
+        )
 
     def trigger(self, deadline: Deadline) -> BaseTrigger:
         from airflow_provider_pathways.triggers.slurm import SlurmJobTrigger
@@ -303,17 +327,10 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         job, lost = observed if observed is not None else self.get_job_or_loss(job_id)
         if job is None:
             self.forget_job(context)
-            raise PathwaysJobFailed.for_class(
-                FailureClass.INFRASTRUCTURE,
-                lost or f"Slurm job {job_id} is no longer known to the cluster; its end is unknown",
-                job=str(job_id),
-            )
+            raise PathwaysJobFailed.for_class(*self.lost_job(job_id, lost), job=str(job_id))
         judgement = self.judgement(job)
         tail = self._output_tail(job)
-        if tail:
-            self.log.info("Last lines of the output of Slurm job %s (%s):", job_id, job.std_out)
-            for line in tail.splitlines():
-                self.log.info("  | %s", line)
+        self.log_tail(f"Last lines of the output of Slurm job {job_id} ({job.std_out}):", tail)
         context["ti"].xcom_push(key="job", value=job.to_dict())
         if judgement.verdict is Verdict.SUCCEEDED:
             return {"job_id": job_id, "state": job.state, "exit_code": job.exit_code, "reason": job.reason}

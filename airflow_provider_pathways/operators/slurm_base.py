@@ -42,6 +42,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
     """Submission, reattachment (``task_state_store``), the wait and cancellation of one Slurm job."""
 
     external_id_key = "slurm_job_id"
+    left_behind = "it may still be running: cancel it with CancelSlurmJobOperator or scancel"
     #: What every Slurm job operator templates (subclasses add their own).
     template_fields: Sequence[str] = (
         "script",
@@ -166,10 +167,15 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         try:
             job = self.hook.get_job(int(external_id), required=True)  # type: ignore[arg-type]
         except SlurmJobLost as lost:
-            return JobJudgement.failed(FailureClass.INFRASTRUCTURE, str(lost))
+            return JobJudgement.failed(*self.lost_job(int(external_id), str(lost)))  # type: ignore[arg-type]
         assert job is not None
         self._job_id = job.job_id
         return self.judgement(job)
+
+    def lost_job(self, job_id: int, lost: str = "") -> tuple[FailureClass, str]:
+        """The failure class and message of a job the cluster forgot before its end was seen: an
+        infrastructure failure by default (a fresh job is submitted)."""
+        return FailureClass.INFRASTRUCTURE, lost or f"Slurm job {job_id} is no longer known to the cluster"
 
     def get_job_or_loss(self, job_id: int) -> tuple[SlurmJob | None, str]:
         """The job, or None and why its end is unknown (slurmctld forgot it, no accounting)."""
@@ -230,8 +236,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
 
     def give_up(self, context: Context, reason: str | None) -> NoReturn:
         """The wait ran out of time: cancel the job (with ``cancel_on_kill``) and fail the try."""
-        if self.cancel_on_kill:
-            self._cancel("the wait timed out")
+        if self.cancel_on_kill and self._clean_up("the wait timed out"):
             self.forget_job(context)
         what = f"Slurm job {self._job_id} was not {self.waiting_for}"
         if reason == "execution_timeout":
@@ -240,12 +245,19 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
 
     waiting_for = "done"
 
+    def discards_when_giving_up(self) -> bool:
+        return self.cancel_on_kill
+
     def resume(self, context: Context, event: dict[str, Any], job_id: int | None) -> None:
         """Common checks when the trigger fired: the job id back (from the operator's ``kwargs``, else
         the event; both this task instance's own, also when it is mapped), timeouts and trigger
         errors."""
         self._job_id = int(job_id if job_id is not None else event["job_id"])
         self.check_trigger_event(context, event)
+
+    def _clean_up(self, reason: str) -> bool:
+        """Cancel the job after the outcome is known; a failure never changes the outcome."""
+        return self.clean_up(f"cancel Slurm job {self._job_id} ({reason})", lambda: self._cancel(reason))
 
     def _cancel(self, reason: str) -> None:
         if self._job_id is None:

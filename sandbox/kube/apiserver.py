@@ -89,8 +89,9 @@ class ServerState:
     bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL
     open_watches: int = 0
     started_at: float = field(default_factory=time.time)
-    # Injected answers for the next API requests: (HTTP status, Retry-After seconds or None).
-    faults: list[tuple[int, float | None]] = field(default_factory=list)
+    # Injected answers for the next API requests: (HTTP status, Retry-After seconds or None, the
+    # HTTP method they answer or None for any).
+    faults: list[tuple[int, float | None, str | None]] = field(default_factory=list)
 
 
 def json_response(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
@@ -299,8 +300,9 @@ async def handle(request: web.Request) -> web.StreamResponse:
     try:
         if path == "/sandbox" or path.startswith("/sandbox/"):
             return await control.handle(request, state)
-        if state.faults:
-            return _injected_fault(state)
+        fault = _take_fault(state, request.method)
+        if fault is not None:
+            return _injected_fault(state, fault)
         return await _dispatch(request, state)
     except ApiError as err:
         return error_response(err)
@@ -311,15 +313,27 @@ async def handle(request: web.Request) -> web.StreamResponse:
         return json_response(status_object(500, f"internal error: {exc}", "InternalError"), status=500)
 
 
-def _injected_fault(state: ServerState) -> web.Response:
+def _take_fault(state: ServerState, method: str) -> tuple[int, float | None] | None:
+    """The first injected answer for a request with ``method``, removed from the queue."""
+    for index, (code, retry_after, only) in enumerate(state.faults):
+        if only is None or only == method:
+            del state.faults[index]
+            return code, retry_after
+    return None
+
+
+def _injected_fault(state: ServerState, fault: tuple[int, float | None]) -> web.Response:
     """The answer an overloaded or failing API server gives: 429 with ``Retry-After`` (API priority
-    and fairness), or a 5xx ``Status``."""
-    code, retry_after = state.faults.pop(0)
+    and fairness), a 5xx ``Status``, or a 403 (a role without the verb)."""
+    code, retry_after = fault
     state.counters.count("fault", str(code))
-    reason = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}.get(
+    reason = {429: "TooManyRequests", 403: "Forbidden", 500: "InternalError", 503: "ServiceUnavailable"}.get(
         code, "InternalError"
     )
-    message = "Too many requests, please try again later." if code == 429 else "the server is unavailable"
+    message = {
+        429: "Too many requests, please try again later.",
+        403: "the request is forbidden by the cluster's policy",
+    }.get(code, "the server is unavailable")
     response = json_response(status_object(code, message, reason), status=code)
     if retry_after is not None:
         response.headers["Retry-After"] = str(math.ceil(retry_after))  # delay-seconds: an integer

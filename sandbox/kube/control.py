@@ -1,6 +1,8 @@
 """The ``/sandbox/`` control endpoints (same bearer token as the API) for tests and benchmarks.
 
 - ``POST /sandbox/watches/drop``: abruptly close every open watch connection.
+- ``POST /sandbox/faults?status=503&count=1[&retry_after=S][&verb=GET][&clear=1]``: answer the next
+  ``count`` API requests (with ``verb``: of that HTTP method only) with ``status``.
 - ``POST /sandbox/compact``: forget the event history (older resourceVersions get 410 Expired).
 - ``GET /sandbox/requests``, ``POST /sandbox/requests/reset``: API request counters.
 - ``POST /sandbox/reset``: delete every object and forget simulation state.
@@ -50,7 +52,8 @@ async def handle(request: web.Request, state: ServerState) -> web.Response:
             raise ApiError(400, "status, count and retry_after must be numbers", "BadRequest") from None
         if request.query.get("clear"):
             state.faults.clear()
-        state.faults.extend([(code, retry_after)] * max(count, 0))
+        only = (request.query.get("verb") or "").upper() or None
+        state.faults.extend([(code, retry_after, only)] * max(count, 0))
         return _json({"pending": len(state.faults)})
     if parts == ["compact"]:
         _require(request, "POST")

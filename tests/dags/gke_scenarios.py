@@ -355,3 +355,95 @@ with DAG("gke_delete_missing", schedule=None, start_date=START) as delete_missin
     DeletePathwaysJobOperator(
         task_id="teardown", job_name="never-created", namespace="teardown", kubernetes_conn_id=CONN
     )
+
+
+# ---- truthful outcomes: each DAG's test acts on the cluster while the task follows its job ----
+
+with DAG("gke_deleted_elsewhere", schedule=None, start_date=START) as deleted_elsewhere:
+    PathwaysJobOperator(  # no retries: the preemption budget, which retries infrastructure failures
+        task_id="train",
+        job=spec(),
+        namespace="deleted-elsewhere",
+        kubernetes_conn_id=CONN,
+        deferrable=True,
+        retry_policy=FAST_RETRY_BUDGET,
+        annotations=knobs(program_seconds=1.5),
+    )
+
+with DAG("gke_terminating", schedule=None, start_date=START) as terminating:
+    PathwaysJobOperator(
+        task_id="train",
+        job=spec(),
+        kind="JobSet",
+        namespace="terminating",
+        kubernetes_conn_id=CONN,
+        deferrable=False,
+        poll_interval=0.1,
+        wait_timeout=60,
+        retry_policy=FAST_RETRY_BUDGET,
+        annotations=knobs(program_seconds=1.5),
+    )
+
+with DAG("gke_evicted_for_storage", schedule=None, start_date=START) as evicted_for_storage:
+    operator("train", "storage-evicted", spec(), deferrable=True, annotations=knobs(program_seconds=20))
+
+with DAG("gke_succeeded_before_ready", schedule=None, start_date=START) as succeeded_before_ready:
+    operator(
+        "start",
+        "before-ready",
+        spec(),
+        wait_until="ready",
+        deferrable=True,
+        annotations=knobs(max_ready_slices=1),
+    )
+
+with DAG("gke_delete_refused_after_success", schedule=None, start_date=START) as delete_refused_after_success:
+    operator("train", "delete-refused", spec(), deferrable=False, poll_interval=0.1, retries=0)
+
+with DAG("gke_delete_refused_after_preemption", schedule=None, start_date=START) as delete_refused_preempted:
+    PathwaysJobOperator(
+        task_id="train",
+        job=spec(),
+        namespace="delete-refused-preempted",
+        kubernetes_conn_id=CONN,
+        deferrable=True,
+        retry_policy=FAST_RETRY_BUDGET,
+        annotations=knobs(program_seconds=1.5),
+    )
+
+with DAG("gke_outage_on_the_last_try", schedule=None, start_date=START) as outage_on_the_last_try:
+    operator(
+        "train",
+        "outage-last-try",
+        spec(),
+        deferrable=False,
+        poll_interval=0.1,
+        retries=0,
+        outage_tolerance=1,
+        annotations=knobs(program_seconds=120),
+    )
+
+with DAG("gke_outage_then_retried", schedule=None, start_date=START) as outage_then_retried:
+    PathwaysJobOperator(
+        task_id="train",
+        job=spec(),
+        namespace="outage-retried",
+        kubernetes_conn_id=CONN,
+        deferrable=False,
+        poll_interval=0.1,
+        outage_tolerance=1,
+        retry_policy=FAST_RETRY_BUDGET,
+        annotations=knobs(program_seconds=25),
+    )
+
+with DAG("gke_outage_deferred", schedule=None, start_date=START) as outage_deferred:
+    PathwaysJobOperator(
+        task_id="train",
+        job=spec(),
+        namespace="outage-deferred",
+        kubernetes_conn_id=CONN,
+        deferrable=True,
+        outage_tolerance=1,
+        retry_policy=FAST_RETRY_BUDGET,
+        annotations=knobs(program_seconds=20),
+    )
