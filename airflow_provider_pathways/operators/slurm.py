@@ -111,12 +111,17 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         self.service_job_key = service_job_key
 
     def input_problems(self) -> list[str]:
-        return super().input_problems() + service_problems(
+        problems = super().input_problems()
+        try:
+            environment = self.rendered_environment()
+        except TypeError:  # named by the base's problems
+            environment = {}
+        return problems + service_problems(
             slice_shape=self.slice_shape,
             min_slices=self.min_slices,
             max_slices=self.max_slices,
             gcs_bucket=self.gcs_bucket,
-            environment=self.environment,
+            environment=environment,
         )
 
     def submit_job(self, context: Context) -> JsonValue:
@@ -132,7 +137,7 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
 
     def submission_environment(self) -> dict[str, str]:
         return service_environment(
-            self.environment,
+            self.rendered_environment(),
             slice_shape=self.slice_shape,
             min_slices=self.min_slices,
             max_slices=self.max_slices,

@@ -115,13 +115,22 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
 
         return SlurmHook(slurm_conn_id=self.slurm_conn_id)
 
+    def rendered_environment(self) -> dict[str, Any]:
+        """``environment`` once rendered (TypeError naming it when it is not a mapping)."""
+        return rendered_mapping(self.environment, "environment")
+
     def submission_environment(self) -> dict[str, str]:
         """Environment given to the job."""
-        return environment_text(self.environment)
+        return environment_text(self.rendered_environment())
 
     def input_problems(self) -> list[str]:
         """Problems with the operator's arguments; checked before anything is submitted."""
-        return script_problems(self.script, self.script_path) + environment_problems(self.environment)
+        problems = script_problems(self.script, self.script_path)
+        try:
+            rendered_mapping(self.sbatch_options, "sbatch_options")
+            return problems + environment_problems(self.rendered_environment())
+        except TypeError as err:
+            return [*problems, str(err)]
 
     def submission_request(self, context: Context) -> SubmitRequest:
         """The submission, every field checked (ValueError/TypeError naming the field)."""
@@ -137,15 +146,10 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             working_directory=self.working_directory,
             output=self.output_path,
             requeue=self.requeue,
-            extra_options=self.sbatch_options,
+            extra_options=rendered_mapping(self.sbatch_options, "sbatch_options"),
         )
 
     def execute(self, context: Context) -> Any:
-        try:  # rendered by now: a Jinja string or an XComArg has become its value
-            self.environment = rendered_mapping(self.environment, "environment")
-            self.sbatch_options = rendered_mapping(self.sbatch_options, "sbatch_options")
-        except TypeError as err:
-            raise PathwaysSpecRejected(f"nothing was submitted:\n  {err}") from err
         problems = self.input_problems()
         if problems:
             raise PathwaysSpecRejected("nothing was submitted:\n" + "\n".join(f"  {p}" for p in problems))
