@@ -208,6 +208,12 @@ class CompilationCacheHook(BaseHook):
             self._client = storage.Client(project=project, credentials=credentials)
         return self._client
 
+    def _call_retry(self) -> CallRetry:
+        """How each GCS request is retried (the package's rule, with this hook's attempts and delays)."""
+        return CallRetry(
+            attempts=self.max_attempts, base=self.retry_initial_delay, cap=self.retry_max_delay, jitter=True
+        )
+
     def storage_api(
         self, pool_size: int | None = None, on_retry: Callable[[], None] | None = None
     ) -> StorageApi:
@@ -216,12 +222,7 @@ class CompilationCacheHook(BaseHook):
 
         credentials, _ = self.get_credentials_and_project()
         policy = RetryPolicy(
-            CallRetry(
-                attempts=self.max_attempts,
-                base=self.retry_initial_delay,
-                cap=self.retry_max_delay,
-                jitter=True,
-            ),
+            self._call_retry(),
             cancelled=self._cancel.is_set,
             on_retry=on_retry or (lambda: None),
         )
@@ -466,4 +467,12 @@ class CompilationCacheHook(BaseHook):
         name, clean = check_rule_arguments(
             bucket, prefix, age_days, allow_bucket_root=allow_bucket_root, allow_any_prefix=allow_any_prefix
         )
-        return apply_age_rule(self.get_conn(), name, clean, age_days, timeout=self.timeout, log=self.log)
+        return apply_age_rule(
+            self.get_conn(),
+            name,
+            clean,
+            age_days,
+            timeout=self.timeout,
+            retry=self._call_retry(),
+            log=self.log,
+        )
