@@ -14,7 +14,8 @@ from airflow_provider_pathways.transient import (
 
 
 def is_transient(err: BaseException) -> bool:
-    """A Kubernetes API error worth retrying: 429, a 5xx, or no answer at all; never a 4xx."""
+    """A Kubernetes API error worth retrying: a status of ``TRANSIENT_HTTP_STATUSES`` (429, 5xx,
+    408), or no answer at all; never another 4xx."""
     if isinstance(err, (ApiException, AsyncApiException)):
         return err.status in TRANSIENT_HTTP_STATUSES or not err.status
     return isinstance(

@@ -53,6 +53,19 @@ def test_create_and_get_ride_out_5xx_and_429_honouring_retry_after(hook: Pathway
     assert hook.delete_job(spec.name, NS) is True
 
 
+def test_a_request_timeout_is_retried(hook: PathwaysJobHook, kube: Any) -> None:
+    """408: the server, or a load balancer in front of it, did not receive the whole request and did
+    nothing; like Cloud Storage (https://cloud.google.com/storage/docs/retry-strategy: "HTTP 408,
+    429, and 5xx"), every client of the provider sends it again."""
+    spec = new_spec(NS, headless=True)
+    kube.control("requests/reset")
+    faults(kube, 408, 1)
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    assert injected(kube) == 1
+    assert hook.get_object(PATHWAYS_JOB, spec.name, NS) is not None
+    assert hook.delete_job(spec.name, NS) is True
+
+
 def test_refused_request_is_never_retried(hook: PathwaysJobHook, kube: Any) -> None:
     spec = new_spec(NS, headless=True)
     manifest = spec.to_pathwaysjob()
