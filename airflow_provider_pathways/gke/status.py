@@ -1,28 +1,6 @@
-"""Turn a PathwaysJob, its JobSet, Jobs, pods, events and Kueue workloads into one status summary.
-
-This module is the single place where Kubernetes state becomes an operator outcome. It works
-on plain dicts (the JSON the API server returns), so it has no client-library dependency.
-
-Rules and where they come from:
-
-- a JobSet labelled ``kueue.x-k8s.io/queue-name`` is suspended at creation until Kueue admits it
-  (kueue ``defaults.go``): suspended and not ``Admitted`` is **queued**, never preemption; an
-  ``Evicted`` Workload is requeued by Kueue and so queued again; a deactivated one
-  (``spec.active: false``, ``RequeuingLimitExceeded``) is an infrastructure failure
-  (kueue ``workload_types.go``);
-- ``terminalState: Failed`` with no conditions and no JobSet is whatever made the JobSet create fail
-  (pathways-job ``pathwaysjob_controller.go`` ``Reconcile``): a topology outside
-  ``ValidTpuTopologiesMap`` or a name over 22 characters (jobset ``jobset_webhook.go``) is a refused
-  spec, anything else an infrastructure failure;
-- preemption evidence survives the pods: Job conditions ``FailureTarget``/``Failed`` with reason
-  ``PodFailurePolicy`` (the pod's ``DisruptionTarget``), Kueue evictions, node-loss events on the
-  job's pods, and a program that died with ``DATA_LOSS`` (how Pathways reports a lost slice) while
-  a slice or pod was lost; a pod the kubelet evicted for using more than it may (its
-  ephemeral-storage limit, an emptyDir ``sizeLimit``, more than its request under node pressure) is
-  the program's failure (kubelet ``eviction/helpers.go``);
-- a job with ``metadata.deletionTimestamp`` is terminating, and one that is gone was deleted: by
-  someone other than the task following it, an infrastructure failure.
-"""
+"""The status of a Pathways job as the provider reports it: its phase, slices, failure class and
+the times it moved between them (plain values, also what the triggers send; read from the cluster
+by :mod:`.summary`)."""
 
 from __future__ import annotations
 
