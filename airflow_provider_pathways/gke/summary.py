@@ -1,7 +1,8 @@
 """One status of a Pathways job from everything read about it: the PathwaysJob, its JobSet, Jobs,
 pods, events and Kueue workloads, as the plain dicts the API server returns.
 
-This is the single place where Kubernetes state becomes an operator outcome. Rules and where they come from:
+This is the single place where Kubernetes state becomes an operator outcome. Rules and where
+they come from:
 
 - a JobSet labelled ``kueue.x-k8s.io/queue-name`` is suspended at creation until Kueue admits it
   (kueue ``defaults.go``): suspended and not ``Admitted`` is **queued**, never preemption; an
