@@ -241,11 +241,11 @@ class SlurmJobOperator(SlurmJobBaseOperator):
     """
     Submit a batch script (e.g. the Pathways workload) and follow it to its end.
 
-    ``COMPLETED`` succeeds; ``FAILED``/``NonZeroExitCode`` and ``OUT_OF_MEMORY`` fail without
-    retry (exit code and output tail in the error); ``PREEMPTED``, ``NODE_FAIL`` and
-    ``BOOT_FAIL`` raise :class:`~airflow_provider_pathways.failures.PathwaysPreempted`, which
-    ``PathwaysRetryPolicy`` retries with backoff; ``TIMEOUT`` and ``CANCELLED`` fail with their
-    reason. A requeued job is followed through its rerun (Slurm keeps its id). A job the cluster
+    How each end state ends the task is the table in ``docs/operators/slurm_job.rst`` (a test
+    holds it to :func:`~airflow_provider_pathways.slurm.outcome.job_outcome`): ``COMPLETED``
+    succeeds, a failing program fails without retry, ``PREEMPTED`` is retried as preemption,
+    ``NODE_FAIL``/``BOOT_FAIL`` as an infrastructure failure. A requeued job is followed through
+    its rerun (Slurm keeps its id). A job the cluster
     forgot before its end was seen (purged after ``MinJobAge`` on a cluster without accounting)
     has an unknown outcome: :class:`~airflow_provider_pathways.failures.PathwaysOutcomeUnknown`,
     never retried, so that the program does not run twice unless you say so.
