@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import aiohttp
 import urllib3
 from kubernetes.client import ApiException
@@ -11,6 +14,22 @@ from airflow_provider_pathways.transient import (
     TRANSIENT_HTTP_STATUSES,
     parse_retry_after,
 )
+
+
+class CredentialsRefused(RuntimeError):
+    """The API server answered 401 Unauthorized: the connection's credentials are expired or revoked."""
+
+
+def credentials_refused(conn_id: str | None, extras: Mapping[str, Any]) -> CredentialsRefused:
+    """The error for a 401 answer, naming the connection (and never the credentials)."""
+    gcp_conn_id = extras.get("gcp_conn_id")
+    what = (
+        f"the access token of Google connection {gcp_conn_id!r} was refused (expired or revoked; "
+        "check that the Google account is enabled and may use the cluster)"
+        if gcp_conn_id
+        else "its token or client certificate is expired or revoked (renew the kubeconfig or token)"
+    )
+    return CredentialsRefused(f"Kubernetes connection {conn_id!r}: 401 Unauthorized: {what}")
 
 
 def is_transient(err: BaseException) -> bool:
