@@ -13,8 +13,9 @@ CONN = "gke_google"
 KNOB = "sandbox.pathways.dev/"
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
-with DAG("gke_google_long_wait", schedule=None, start_date=START) as long_wait:
-    PathwaysJobOperator(
+
+def _train(mode: str) -> PathwaysJobOperator:
+    return PathwaysJobOperator(
         task_id="train",
         job=PathwaysJobSpec.from_tpu_type(
             "v5litepod-16",
@@ -22,9 +23,17 @@ with DAG("gke_google_long_wait", schedule=None, start_date=START) as long_wait:
             pathways_dir="gs://pathways-test-bucket/scratch",
             template={"spec": {"containers": [{"name": "main", "image": "python:3.12"}]}},
         ),
-        namespace="google-long-wait",
+        namespace=f"google-long-wait-{mode}",
         kubernetes_conn_id=CONN,
-        deferrable=True,
+        deferrable=mode == "deferred",
+        poll_interval=1,
         # The wait outlives several access tokens (the test's stand-in issues them for seconds).
         annotations={f"{KNOB}program-seconds": "10", f"{KNOB}program-log": "step 100: loss=0.5"},
     )
+
+
+with DAG("gke_google_long_wait_deferred", schedule=None, start_date=START) as long_wait_deferred:
+    _train("deferred")
+
+with DAG("gke_google_long_wait_polling", schedule=None, start_date=START) as long_wait_polling:
+    _train("polling")
