@@ -152,14 +152,18 @@ class PathwaysJobHook(KubernetesHook):
             )
         except ApiException as err:
             if err.status == 401:
-                raise credentials_refused(self.conn_id, self.conn_extras) from None
+                raise self._refused(self.conn_extras) from None
             if gone is _RAISE or err.status not in gone_on:
                 raise
             return gone  # type: ignore[no-any-return]
 
+    def _refused(self, extras: Mapping[str, Any]) -> Exception:
+        """The error for a 401 answer, naming the connection (and its Google one, if it signs in so)."""
+        google = None if self.config_file or self.in_cluster else extras.get("gcp_conn_id")
+        return credentials_refused(self.conn_id, google)
+
     async def _a_refused(self) -> Exception:
-        """The error for a 401 answer to an async request."""
-        return credentials_refused(self.conn_id, await self.async_hook.get_conn_extras())
+        return self._refused(await self.async_hook.get_conn_extras())
 
     async def _a_call(
         self, fn: Callable[[], Awaitable[T]], *, gone: Any = _RAISE, gone_on: Collection[int] = (404,)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import aiohttp
 import urllib3
 from kubernetes.client import ApiException
@@ -20,9 +17,8 @@ class CredentialsRefused(RuntimeError):
     """The API server answered 401 Unauthorized: the connection's credentials are expired or revoked."""
 
 
-def credentials_refused(conn_id: str | None, extras: Mapping[str, Any]) -> CredentialsRefused:
+def credentials_refused(conn_id: str | None, gcp_conn_id: str | None) -> CredentialsRefused:
     """The error for a 401 answer, naming the connection (and never the credentials)."""
-    gcp_conn_id = extras.get("gcp_conn_id")
     what = (
         f"the access token of Google connection {gcp_conn_id!r} was refused (expired or revoked; "
         "check that the Google account is enabled and may use the cluster)"
