@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +21,8 @@ from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 from sandbox.kube.launcher import KubeStandin, start_kube_standin
 from tests.airflow_runs import load_dag, run_dag
 from tests.kube_jobs import async_wait_for, new_spec
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 TOKEN_LIFETIME = 3.0
 NS = "google-identity"
@@ -202,3 +207,43 @@ def test_kubeconfig_given_by_the_task_wins_over_the_google_identity(
     short_lived.control("requests/reset")
     assert hook.list_pods("none", NS) == []
     assert short_lived.control("requests")["by_endpoint"] == {}  # the kubeconfig's plain HTTP address
+
+
+# Run in a process where the google provider's hooks cannot be imported (its package metadata,
+# which Airflow's provider discovery reads, stays).
+WITHOUT_GOOGLE_PROVIDER = """
+import sys
+
+class NoGoogleProvider:
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(("airflow.providers.google.cloud", "airflow.providers.google.common")):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+
+sys.meta_path.insert(0, NoGoogleProvider())
+from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+from airflow_provider_pathways.hooks.kubernetes_google import GkeConnectionError
+
+assert PathwaysJobHook(kubernetes_conn_id=None, config_file=sys.argv[1]).list_pods("none", "ns") == []
+try:
+    PathwaysJobHook("gke_google").list_pods("none", "ns")
+except GkeConnectionError as err:
+    print(err)
+"""
+
+
+def test_without_the_google_provider_a_kubeconfig_works_and_a_google_identity_says_what_to_install(
+    short_lived: KubeStandin,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_GOOGLE_PROVIDER, str(short_lived.kubeconfig)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Kubernetes connection 'gke_google'" in done.stdout
+    assert (
+        "needs apache-airflow-providers-google (pip install 'airflow-provider-pathways[google]')"
+        in done.stdout
+    )
