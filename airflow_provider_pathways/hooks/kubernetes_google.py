@@ -186,6 +186,7 @@ def cluster_access(target: GkeTarget) -> ClusterAccess:
         ) from None
     from airflow.sdk.exceptions import AirflowNotFoundException
     from google.api_core import exceptions as api_exceptions
+    from google.api_core.client_options import ClientOptions
     from google.cloud.container_v1 import ClusterManagerClient
 
     try:
@@ -203,7 +204,7 @@ def cluster_access(target: GkeTarget) -> ClusterAccess:
     client = ClusterManagerClient(
         credentials=credentials,
         client_info=CLIENT_INFO,
-        client_options=hook.get_client_options(target.api_endpoint),
+        client_options=ClientOptions(api_endpoint=target.api_endpoint) if target.api_endpoint else None,
         transport="rest",
     )
     try:
