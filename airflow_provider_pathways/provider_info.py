@@ -50,8 +50,12 @@ def _number(
 
 
 def _gke_fields() -> dict[str, Any]:
-    """Extra fields of the Pathways-on-GKE connection: those of the cncf-kubernetes connection."""
-    how = "Use one of in-cluster, kube config path or kube config; with none, ~/.kube/config is used."
+    """Extra fields of the Pathways-on-GKE connection: those of the cncf-kubernetes connection, the
+    cluster, and the Google identity that reaches it (``hooks.kubernetes_google`` reads them)."""
+    how = (
+        "Use one of in-cluster, kube config path, kube config or a Google Cloud connection; with none, "
+        "~/.kube/config is used."
+    )
     return {
         "in_cluster": _boolean(
             "In cluster configuration",
@@ -83,15 +87,48 @@ def _gke_fields() -> dict[str, Any]:
         "gcp_project": _string(
             "GCP project (for console links)",
             "Project of the GKE cluster: with the cluster name and location, tasks get GKE Workload "
-            "and Cloud Logging links.",
+            "and Cloud Logging links, and a Google Cloud connection reaches the cluster.",
         ),
         "gke_cluster": _string(
             "GKE cluster name (for console links)",
-            "Name of the GKE cluster, for the GKE Workload and Cloud Logging links.",
+            "Name of the GKE cluster, for the console links and the Google Cloud connection.",
         ),
         "gke_location": _string(
             "GKE cluster location (for console links)",
-            "Region or zone of the GKE cluster, e.g. us-east5, for the console links.",
+            "Region or zone of the GKE cluster, e.g. us-east5, for the console links and the Google "
+            "Cloud connection.",
+        ),
+        "gcp_conn_id": _string(
+            "Google Cloud connection",
+            "Reach the cluster named by project, name and location with this Google Cloud connection "
+            "(as Cloud Composer does): its endpoint and CA from the GKE API, a Google access token "
+            "renewed before it expires. Needs apache-airflow-providers-google. " + how,
+        ),
+        "impersonation_chain": _string(
+            "Impersonation chain (Google)",
+            "Service account to act as with the Google Cloud connection, or a comma-separated chain "
+            "(the last one is impersonated); it needs the RBAC of the provider's documentation.",
+        ),
+        "gke_endpoint": {
+            "label": "Cluster endpoint (Google)",
+            "schema": {
+                "type": ["string", "null"],
+                "enum": ["public", "private", "dns"],
+                "default": "public",
+                "values_display": {
+                    "public": "public IP (endpoint)",
+                    "private": "private IP (privateClusterConfig.privateEndpoint)",
+                    "dns": "DNS-based (controlPlaneEndpointsConfig.dnsEndpointConfig.endpoint)",
+                },
+            },
+            "description": "Which control-plane endpoint of the cluster to use with the Google Cloud "
+            "connection: the private one from inside the cluster's VPC, the DNS-based one from anywhere "
+            "its IAM allows.",
+        },
+        "gke_api_endpoint": _string(
+            "GKE API endpoint (Google)",
+            "Base URL of the GKE API, for Private Service Connect or a test stand-in; empty: "
+            "https://container.googleapis.com.",
         ),
     }
 
