@@ -33,6 +33,8 @@ DAG_FILES = sorted((HERE / "dags").glob("*.py"))
 _SELECTED = pytest.StashKey[list[str]]()
 _DEPLOYMENT = pytest.StashKey[AirflowDeployment]()
 _SEEN = pytest.StashKey[Any]()
+#: Seconds a Google access token of the GKE stand-in reached with a Google identity lives.
+GOOGLE_TOKEN_LIFETIME = 3
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -133,6 +135,18 @@ def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
         cleanups.append(standin.stop)
         kube = KubeCluster(standin)
         cleanups.append(kube.close)
+        google = start_kube_standin(
+            base / "kube-google",
+            extra_args=(
+                "--google",
+                "--token-lifetime",
+                str(GOOGLE_TOKEN_LIFETIME),
+                "--max-watch-seconds",
+                "1",
+            ),
+        )
+        cleanups.append(google.stop)
+        google_cloud, gke_google = google.google_connections("google_cloud_sandbox", namespace="gke-google")
         settings = start_slurm_sandbox()
         slurm = SlurmCluster(settings)
         cleanups.append(slurm.cleanup)
@@ -150,6 +164,8 @@ def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
                 {"conn_type": "kubernetes", "extra": {"kube_config_path": str(gated_kubeconfig)}}
             ),
             **_slurm_connections(settings, gates),
+            "google_cloud_sandbox": google_cloud,
+            "gke_google": gke_google,
         }
         deployment = AirflowDeployment(base / "airflow", DAG_FILES, connections=connections, parallelism=32)
         cleanups.append(deployment.stop)
@@ -157,7 +173,7 @@ def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
         request.config.stash[_DEPLOYMENT] = deployment
         airflow = Airflow(deployment)
         cleanups.append(airflow.close)
-        yield Stage(airflow=airflow, kube=kube, slurm=slurm, gates=gates)
+        yield Stage(airflow=airflow, kube=kube, slurm=slurm, gates=gates, google=google)
         if os.environ.get("PATHWAYS_DEPLOYMENT_CPU_REPORT") == "1":
             snapshots = airflow._snapshots
             print(

@@ -85,6 +85,18 @@ with dag("gke_fanout", max_active_tasks=64):
         retry_policy=FAST_RETRY,
     ).expand(labels=[{"shard": str(i)} for i in range(FANOUT)])
 
+# A cluster reached with a Google identity (Cloud Composer's way): the wait outlives several access
+# tokens of 3 seconds, in the triggerer.
+with dag("gke_google"):
+    train(
+        "gke_google",
+        conn="gke_google",
+        deferrable=True,
+        retries=0,
+        poll_interval=1,
+        annotations=knobs(program_seconds=15, program_log="step 100: loss=0.5"),
+    )
+
 # 2. A triggerer dies during the deferred wait.
 with dag("gke_failover"):
     train("gke_failover", deferrable=True, retries=0, annotations=GATED)
