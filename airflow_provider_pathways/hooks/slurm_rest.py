@@ -193,7 +193,8 @@ class RestTransport:
                 raise SlurmAuthError(f"cannot read the token_file {path!r}: {err.strerror}") from None
             if text is None:
                 raise SlurmAuthError(f"the token_file {path!r} does not exist")
-            self._token = text.decode().strip()
+            # `scontrol token > file` writes `SLURM_JWT=<token>`: the line as printed is accepted.
+            self._token = text.decode().strip().removeprefix("SLURM_JWT=").strip()
             self._token_read_at = time.monotonic()
             if not self._token:
                 raise SlurmAuthError(f"the token_file {path!r} is empty")
