@@ -53,6 +53,10 @@ _RAISE = object()
 T = TypeVar("T")
 
 
+def _delete_options(preconditions: Mapping[str, str] | None) -> dict[str, Any]:
+    return {"body": {"preconditions": dict(preconditions)}} if preconditions else {}  # DeleteOptions
+
+
 class PathwaysJobHook(KubernetesHook):
     """
     Create, follow and delete PathwaysJobs (or plain JobSets) through a Kubernetes connection.
@@ -84,8 +88,7 @@ class PathwaysJobHook(KubernetesHook):
 
     @classmethod
     def for_task(cls, task: Any) -> PathwaysJobHook:
-        """The hook for an operator, sensor or trigger with ``kubernetes_conn_id``,
-        ``cluster_context``, ``config_file`` and ``in_cluster`` attributes."""
+        """The hook for a task with ``kubernetes_conn_id``, ``cluster_context``, ``config_file``..."""
         return cls(
             kubernetes_conn_id=task.kubernetes_conn_id,
             cluster_context=task.cluster_context,
@@ -167,11 +170,20 @@ class PathwaysJobHook(KubernetesHook):
             gone=None,
         )
 
-    def delete_job(self, name: str, namespace: str, kind: JobKind = JobKind.PATHWAYS_JOB) -> bool:
-        """Delete the job and everything it owns; False when it was already gone."""
+    def delete_job(
+        self,
+        name: str,
+        namespace: str,
+        kind: JobKind = JobKind.PATHWAYS_JOB,
+        preconditions: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Delete the job and what it owns; False when already gone. With ``preconditions`` (``uid``,
+        ``resourceVersion``) the API server refuses (409) to delete any other object."""
         answer = self._call(
             lambda: self.custom_object_client.delete_namespaced_custom_object(
-                **kind.resource.object_coordinates(namespace, name), propagation_policy="Foreground"
+                **kind.resource.object_coordinates(namespace, name),
+                propagation_policy="Foreground",
+                **_delete_options(preconditions),
             ),
             gone=None,
         )
@@ -320,12 +332,20 @@ class PathwaysJobHook(KubernetesHook):
             gone=None,
         )
 
-    async def a_delete_job(self, name: str, namespace: str, kind: JobKind = JobKind.PATHWAYS_JOB) -> bool:
+    async def a_delete_job(
+        self,
+        name: str,
+        namespace: str,
+        kind: JobKind = JobKind.PATHWAYS_JOB,
+        preconditions: Mapping[str, str] | None = None,
+    ) -> bool:
         """Async twin of :meth:`delete_job`."""
         async with self.a_client() as api_client:
             answer = await self._a_call(
                 lambda: async_client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
-                    **kind.resource.object_coordinates(namespace, name), propagation_policy="Foreground"
+                    **kind.resource.object_coordinates(namespace, name),
+                    propagation_policy="Foreground",
+                    **_delete_options(preconditions),
                 ),
                 gone=None,
             )

@@ -227,3 +227,24 @@ async def test_many_isolated_drops_do_not_end_the_wait(hook: PathwaysJobHook, ku
     await statuses.aclose()
     assert status.phase is Phase.SUSPENDED  # the change after the drops still arrives
     await hook.a_delete_job(spec.name, NS)
+
+
+def test_a_delete_whose_preconditions_fail_is_refused_with_409_and_deletes_nothing(
+    hook: PathwaysJobHook,
+) -> None:
+    """Kubernetes API, ``DeleteOptions.preconditions``: "Must be fulfilled before a deletion is
+    carried out. If not possible, a 409 Conflict status will be returned" (the apiserver words it
+    ``Precondition failed: UID in precondition: ..., UID in object meta: ...``)."""
+    from kubernetes.client import ApiException
+
+    spec = new_spec(NS, headless=True)
+    created = hook.create_job(spec.to_pathwaysjob(), NS)["metadata"]
+    for wrong in ({"uid": "not-its-uid"}, {"uid": created["uid"], "resourceVersion": "1"}):
+        with pytest.raises(ApiException) as refused:
+            hook.delete_job(spec.name or "", NS, preconditions=wrong)
+        assert refused.value.status == 409
+        assert "Precondition failed" in str(refused.value.body)
+        assert hook.get_object(PATHWAYS_JOB, spec.name or "", NS) is not None
+    exact = {"uid": created["uid"]}
+    assert hook.delete_job(spec.name or "", NS, preconditions=exact) is True
+    assert hook.delete_job(spec.name or "", NS, preconditions=exact) is False  # gone: 404 first
