@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_provider_pathways.reattach import JobJudgement, ReattachAction, reattach_action
+from airflow_provider_pathways.reattach import (
+    JobJudgement,
+    KeptJob,
+    ReattachAction,
+    Verdict,
+    reattach_action,
+)
 from airflow_provider_pathways.transient import OutageTooLong, OutageWindow, describe_error
 
 T = TypeVar("T")
@@ -57,17 +63,25 @@ class ReattachingJobOperator(BaseOperator):
     Base of the operators that submit one job and follow it, with or without the triggerer.
 
     The submitted job's id is kept in ``task_state_store`` under ``external_id_key`` before it
-    is followed. A retry of the same task instance judges that job first (:meth:`judge_job`):
-    running or queued, it is followed again; succeeded, its result is reported without running
-    it again; ended by preemption or another infrastructure failure, it is replaced by a fresh
-    job; ended by a program failure or a refused spec, the task fails at once. The one judgement
-    of a job's end (XComs, log tail, deletion, the classified exception) is :meth:`finish_job`,
-    used on a first try, after a reattach, when polling and when resuming from the triggerer.
+    is followed (a :class:`~airflow_provider_pathways.reattach.KeptJob`, with the outcome once a
+    try reported it). A new try of the same task instance (a retry, or a clear that keeps the
+    task's state) judges that job first (:meth:`judge_job`): running or queued, it is followed
+    again; succeeded, its result is reported without running it again; ended by preemption or
+    another infrastructure failure, it is replaced by a fresh job; ended by a program failure or a
+    refused spec, the task fails at once, unless an earlier try already reported that failure:
+    then a fresh job is submitted. The one judgement of a job's end (XComs, log tail, deletion,
+    the classified exception) is :meth:`finish_job`, used on a first try, after a reattach, when
+    polling and when resuming from the triggerer.
     """
 
     external_id_key: str = "job"
     poll_interval: float
     outage_tolerance: float
+
+    def recall_outcome(self, outcome: JsonValue) -> Any:
+        """What :meth:`finish_job` observes for a success a try reported (``outcome``, as kept by
+        :meth:`remember_outcome`); None: read the job again."""
+        return None
 
     @abstractmethod
     def submit_job(self, context: Context) -> JsonValue:
@@ -151,18 +165,28 @@ class ReattachingJobOperator(BaseOperator):
         store = context.get("task_state_store")
         stored = store.get(self.external_id_key) if store is not None else None
         if stored is not None:
-            judgement = self.judge_job(stored, context)
+            kept = KeptJob.from_stored(stored)
+            if kept.reported is Verdict.SUCCEEDED:
+                self.log.info(
+                    "%s succeeded and an earlier try reported it; reporting it again, not running it "
+                    "again (delete the task's state key %r to run it again)",
+                    self.describe_job(kept.job),
+                    self.external_id_key,
+                )
+                return self.finish_job(context, kept.job, self.recall_outcome(kept.outcome))
+            judgement = self.judge_job(kept.job, context)
             if judgement is not None:
-                result = self._reattach(stored, judgement, context)
+                result = self._reattach(kept, judgement, context)
                 if result is not _SUBMIT:
                     return result
         external_id = self.submit_job(context)
         if store is not None and external_id is not None:
-            store.set(self.external_id_key, external_id)
+            store.set(self.external_id_key, KeptJob(external_id).to_stored())
         return self.follow_job(external_id, context)
 
-    def _reattach(self, stored: JsonValue, judgement: JobJudgement, context: Context) -> Any:
-        action = reattach_action(judgement)
+    def _reattach(self, kept: KeptJob, judgement: JobJudgement, context: Context) -> Any:
+        stored = kept.job
+        action = reattach_action(judgement, kept.reported)
         job = self.describe_job(stored)
         detail = f": {judgement.message}" if judgement.message else ""
         if action is ReattachAction.FOLLOW:
@@ -172,6 +196,14 @@ class ReattachingJobOperator(BaseOperator):
             self.log.info("%s succeeded after an earlier try ended; reporting it, not running it again", job)
             return self.finish_job(context, stored)
         failure = judgement.failure.value if judgement.failure else "unknown"
+        if action is ReattachAction.SUBMIT:
+            self.log.warning(
+                "%s failed (%s) and an earlier try reported it; submitting a fresh job, the failed "
+                "one is left as it is",
+                job,
+                failure,
+            )
+            return _SUBMIT
         if action is ReattachAction.REPLACE:
             self.log.warning(
                 "%s ended (%s) after an earlier try ended%s; submitting a fresh job", job, failure, detail
@@ -183,6 +215,18 @@ class ReattachingJobOperator(BaseOperator):
             "%s failed (%s) after an earlier try ended%s; not running it again", job, failure, detail
         )
         return self.finish_job(context, stored)
+
+    def remember_outcome(self, context: Context | None, verdict: Verdict, outcome: JsonValue = None) -> None:
+        """Keep the outcome this try reports with the kept job: a new try never stops at a failure
+        already reported, and reports a success again (``outcome``) even once the job is gone."""
+        store = context.get("task_state_store") if context is not None else None
+        if store is None:
+            return
+        with contextlib.suppress(Exception):  # best effort; without it the job is judged again
+            stored = store.get(self.external_id_key)
+            if stored is not None:
+                kept = KeptJob.from_stored(stored).reporting(verdict, outcome)
+                store.set(self.external_id_key, kept.to_stored())
 
     def forget_job(self, context: Context | None) -> None:
         """Drop the kept job id: the next try submits a fresh job."""
