@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_pathways.gke.naming import LABEL_PREFIX, airflow_labels, default_job_name
+from airflow_provider_pathways.gke.naming import airflow_labels, default_job_name
+from airflow_provider_pathways.gke.ownership import carries_owner_labels, owner_labels
 from airflow_provider_pathways.gke.resources import JobKind
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.gke.status import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
@@ -90,6 +91,4 @@ def manifest_for(spec: PathwaysJobSpec, kind: str) -> dict[str, Any]:
 
 def owned_by_task(obj: Mapping[str, Any], spec: PathwaysJobSpec) -> bool:
     """Whether an existing object carries the task-identity labels of ``spec``."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    ours = {k: v for k, v in (spec.labels or {}).items() if k.startswith(f"{LABEL_PREFIX}/")}
-    return all(labels.get(k) == v for k, v in ours.items())
+    return carries_owner_labels(obj, owner_labels(spec.labels))

@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_pathways.gke.job_objects import StatusOptions
+from airflow_provider_pathways.gke.ownership import JobRef, Release, describe_release
 from airflow_provider_pathways.gke.queueing import queue_time_left
 from airflow_provider_pathways.gke.resources import JobKind
 from airflow_provider_pathways.gke.status import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB, Phase
 from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments, wait_is_over
+from airflow_provider_pathways.hooks.kubernetes_owned import a_release_job
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     OutageTooLong,
@@ -50,6 +52,9 @@ class PathwaysJobTrigger(BaseTrigger):
         echoed in the ``timeout`` event.
     :param queue_timeout: fire a ``queue_timeout`` event when the job has been queued by Kueue for
         this many seconds; a queued job is otherwise waited for (and never counts as preempted).
+    :param uid: the job's UID; on kill, only that object is deleted.
+    :param owner_labels: the owner labels of the task instance; on kill, only its job is deleted.
+    :param try_number: the try that deferred; on kill, a job a newer try follows is left alone.
     """
 
     def __init__(
@@ -74,6 +79,9 @@ class PathwaysJobTrigger(BaseTrigger):
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
         queue_timeout: float | None = None,
         deadline_reason: str | None = None,
+        uid: str | None = None,
+        owner_labels: dict[str, str] | None = None,
+        try_number: int | None = None,
     ) -> None:
         super().__init__()
         validate_wait_arguments(name=name, wait_until=wait_until, min_slices=min_slices, kind=kind)
@@ -100,6 +108,9 @@ class PathwaysJobTrigger(BaseTrigger):
         self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
         self.queue_timeout = queue_timeout
         self.deadline_reason = deadline_reason
+        self.uid = uid
+        self.owner_labels = dict(owner_labels or {})
+        self.try_number = try_number
         self._fired = False
         self._queued = False
 
@@ -144,6 +155,9 @@ class PathwaysJobTrigger(BaseTrigger):
                 "outage_tolerance": self.outage_tolerance,
                 "queue_timeout": self.queue_timeout,
                 "deadline_reason": self.deadline_reason,
+                "uid": self.uid,
+                "owner_labels": self.owner_labels,
+                "try_number": self.try_number,
             },
         )
 
@@ -231,7 +245,10 @@ class PathwaysJobTrigger(BaseTrigger):
         does not start later unwatched); harmless if it is already gone."""
         if self._fired or not (self.delete_on_kill or self._queued):
             return
-        deleted = await self.hook.a_delete_job(self.name, self.namespace, JobKind(self.kind))
-        self.log.info(
-            "%s %s/%s on kill", "Deleted" if deleted else "Already gone:", self.namespace, self.name
-        )
+        ref = JobRef(self.name, self.namespace, self.kind, self.uid)
+        if not self.owner_labels:  # deferred by a task that names no owner: the job by name
+            deleted = await self.hook.a_delete_job(self.name, self.namespace, JobKind(self.kind))
+            released = Release.DELETE if deleted else Release.GONE
+        else:
+            released = await a_release_job(self.hook, ref, self.owner_labels, self.try_number)
+        self.log.info("%s", describe_release(released, ref, "task killed"))
