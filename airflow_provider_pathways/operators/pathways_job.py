@@ -374,7 +374,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Resume after the trigger fired."""
         self._spec = self.build_spec(context)
-        self.start_try(context)
+        self.start_try(context, resumed=True)
         self._identity_pushed = True  # before the try deferred
         if self._job is None:  # kept before this try deferred; only without a task_state_store
             self._job = JobRef(self.spec.name or "", self.spec.namespace or "", self.kind)

@@ -83,12 +83,13 @@ class FollowedJob:
         ref = self.followed
         return self.hook.get_status(ref.name, ref.namespace, self.options_for(ref))
 
-    def start_try(self, context: Context) -> None:
-        """Remember this try's number, and the job a try of this instance kept (after a deferral)."""
+    def start_try(self, context: Context, *, resumed: bool = False) -> None:
+        """Remember this try's number; ``resumed`` after a deferral, also the job it follows (kept
+        in ``task_state_store`` before it deferred)."""
         self._try_number = getattr(context.get("ti"), "try_number", None)
-        store = context.get("task_state_store")
+        store = context.get("task_state_store") if resumed else None
         stored = store.get(self.external_id_key) if store is not None else None
-        if self._job is None and stored is not None:
+        if stored is not None:
             self._job = JobRef.from_id(KeptJob.from_stored(stored).job, self.kind)
 
     def describe_job(self, external_id: JsonValue) -> str:

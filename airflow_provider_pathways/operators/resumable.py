@@ -191,6 +191,9 @@ class ReattachingJobOperator(BaseOperator):
         detail = f": {judgement.message}" if judgement.message else ""
         if action is ReattachAction.FOLLOW:
             self.log.info("Reattaching to %s, submitted by an earlier try%s", job, detail)
+            store = context.get("task_state_store")
+            if kept.reported is not None and store is not None:  # it runs again: nothing reported yet
+                store.set(self.external_id_key, KeptJob(stored).to_stored())
             return self.follow_job(stored, context)
         if action is ReattachAction.REPORT_SUCCESS:
             self.log.info("%s succeeded after an earlier try ended; reporting it, not running it again", job)
