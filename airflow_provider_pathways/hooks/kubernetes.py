@@ -27,6 +27,7 @@ from airflow_provider_pathways.gke.job_objects import (
     log_request,
     own_workload_name,
     owned_by_jobset,
+    the_job_objects,
     watched_resources,
 )
 from airflow_provider_pathways.gke.resources import (
@@ -269,6 +270,7 @@ class PathwaysJobHook(KubernetesHook):
             else None
         )
         jobset = self.get_object(JOBSET, name, namespace)
+        pathways_job, jobset = the_job_objects(options, pathways_job, jobset)
         status = self._summarize(name, namespace, options, pathways_job, jobset)
         plan = details_needed(status, jobset=jobset, pathways_job=pathways_job)
         detail: dict[str, Any] = {}
@@ -439,6 +441,7 @@ class PathwaysJobHook(KubernetesHook):
             else None
         )
         jobset = observed.objects.get(JOBSET.plural)
+        pathways_job, jobset = the_job_objects(options, pathways_job, jobset)
         status = self._summarize(name, namespace, options, pathways_job, jobset)
         plan = details_needed(status, jobset=jobset, pathways_job=pathways_job)
         detail: dict[str, Any] = {}

@@ -77,7 +77,7 @@ class FollowedJob:
 
     def options_for(self, ref: JobRef) -> StatusOptions:
         """How to read ``ref``'s status (its kind may differ from the operator's: an upgraded DAG)."""
-        return dataclasses.replace(self.status_options, kind=JobKind(ref.kind))
+        return dataclasses.replace(self.status_options, kind=JobKind(ref.kind), uid=ref.uid)
 
     def job_status(self) -> PathwaysJobStatus:
         ref = self.followed

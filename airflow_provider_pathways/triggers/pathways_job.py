@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from functools import cached_property
@@ -182,7 +183,9 @@ class PathwaysJobTrigger(BaseTrigger):
 
     async def _wait(self) -> dict[str, Any]:
         """Follow the job until it is done; the event payload. The watch is closed before returning."""
-        options = StatusOptions.for_task(self, main_container=self.main_container)
+        options = dataclasses.replace(
+            StatusOptions.for_task(self, main_container=self.main_container), uid=self.uid
+        )
         need = self.min_slices if self.wait_until == WaitUntil.READY.value else None
         statuses = self.hook.a_watch_status(
             self.name,

@@ -338,3 +338,15 @@ with DAG("gke_renamed_between_tries", schedule=None, start_date=START) as rename
         delete_on=("success", "kill"),
         on_retry_callback=resume_suspended_jobs,
     )
+
+with DAG("gke_name_taken_while_followed", schedule=None, start_date=START) as name_taken_while_followed:
+    operator(
+        "train",
+        "name-taken",
+        spec(),
+        name="taken-train",
+        deferrable=False,
+        poll_interval=1,
+        retries=0,
+        annotations=knobs(program_seconds=120),
+    )

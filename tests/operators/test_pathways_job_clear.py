@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_pathways.gke.naming import airflow_labels
 from airflow_provider_pathways.gke.ownership import JobRef
-from airflow_provider_pathways.gke.resources import PATHWAYS_JOB
+from airflow_provider_pathways.gke.resources import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.hooks.kubernetes_owned import mark_followed
 from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
@@ -83,6 +83,31 @@ def test_a_cleared_run_never_follows_or_deletes_the_job_another_run_made_under_t
     [survivor] = stand_in_objects(kube, "pathwaysjobs", namespace)
     assert survivor["metadata"]["uid"] == uid
     hook.delete_job("shared-train", namespace)
+
+
+def test_a_job_another_run_recreates_under_the_followed_name_is_not_followed(kube: Any) -> None:
+    namespace = "name-taken"
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    replacement: list[str] = []
+
+    def another_run_takes_the_name(name: str) -> None:
+        hook.delete_job("taken-train", namespace)
+        hook.wait_until_deleted("taken-train", namespace, JobKind.PATHWAYS_JOB, 15)
+        other = new_spec(namespace, program_seconds=1)
+        other.name = "taken-train"
+        other.labels = airflow_labels("gke_name_taken_while_followed", "train", "scheduled__other", -1)
+        replacement.append(hook.create_job(other.to_pathwaysjob(), namespace)["metadata"]["uid"])
+
+    watcher = act_when(lambda: running_jobset(kube, namespace, 1), another_run_takes_the_name)
+    outcome = run_dag(load_dag(DAGS, "gke_name_taken_while_followed"))["train"]
+    watcher.join(5)
+
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "failed"  # its job is gone; the other run's success is not its own
+    assert outcome.xcom["status"]["phase"] == "deleted"
+    [survivor] = stand_in_objects(kube, "pathwaysjobs", namespace)  # and it was not deleted
+    assert survivor["metadata"]["uid"] == replacement[0]
+    hook.delete_job("taken-train", namespace)
 
 
 def test_a_superseded_try_that_is_killed_leaves_the_job_a_newer_try_follows(
