@@ -41,3 +41,19 @@ def test_a_fresh_job_is_named_for_its_try_within_the_name_limit() -> None:
     long = "a" * MAX_JOB_NAME_LENGTH
     assert fresh_job_name(long, 12) == "a" * (MAX_JOB_NAME_LENGTH - 3) + "-12"
     assert len(fresh_job_name(long, 12)) == MAX_JOB_NAME_LENGTH
+
+
+def test_status_is_read_only_from_the_job_with_the_followed_uid() -> None:
+    from airflow_provider_pathways.gke.job_objects import StatusOptions, the_job_objects
+    from airflow_provider_pathways.gke.resources import JobKind
+
+    pathways_job = {"metadata": {"uid": "pj-1"}}
+    its_jobset = {"metadata": {"uid": "js-1", "ownerReferences": [{"kind": "PathwaysJob", "uid": "pj-1"}]}}
+    other_jobset = {"metadata": {"uid": "js-2", "ownerReferences": [{"kind": "PathwaysJob", "uid": "pj-2"}]}}
+    following = StatusOptions(uid="pj-1")
+    assert the_job_objects(following, pathways_job, its_jobset) == (pathways_job, its_jobset)
+    assert the_job_objects(following, {"metadata": {"uid": "pj-2"}}, other_jobset) == (None, None)
+    assert the_job_objects(StatusOptions(), pathways_job, other_jobset) == (pathways_job, other_jobset)
+    plain = StatusOptions(kind=JobKind.JOBSET, uid="js-1")
+    assert the_job_objects(plain, None, its_jobset) == (None, its_jobset)
+    assert the_job_objects(plain, None, other_jobset) == (None, None)
