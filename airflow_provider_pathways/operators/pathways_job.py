@@ -351,8 +351,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
     def give_up(self, context: Context, reason: str | None) -> NoReturn:
         """The wait ran out of time: delete the job per ``delete_on`` (always while queued) and fail."""
         if "failure" in self.delete_on or self._is_queued():
-            self.release("the wait timed out")
-            self.forget_job(context)
+            self.release("the wait timed out", forget=context)
         what = f"{self.followed.namespace}/{self.followed.name} was not {self.wait_until}"
         if reason == "execution_timeout":
             raise AirflowTaskTimeout(f"{what} within the task's execution_timeout ({self.execution_timeout})")
@@ -364,8 +363,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
     def _give_up_queued(self, context: Context, status: PathwaysJobStatus) -> NoReturn:
         """Queued longer than ``queue_timeout``: delete the job (else it would start later, unwatched)."""
         waited = format_duration(status.queued_for() or 0.0)
-        self.release(f"queued longer than queue_timeout ({self.queue_timeout:g}s)")
-        self.forget_job(context)
+        self.release(f"queued longer than queue_timeout ({self.queue_timeout:g}s)", forget=context)
         raise AirflowException(
             f"{status.namespace}/{status.name} stayed queued in LocalQueue {status.queue} for {waited}, "
             f"longer than queue_timeout ({self.queue_timeout:g}s); the job was deleted: {status.message}"
@@ -437,8 +435,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
             return self._result(status)
         failure = status.failure or FailureClass.UNKNOWN
         if "failure" in self.delete_on:
-            self.release(f"failed: {failure.value}")
-            self.forget_job(context)  # a retry submits a fresh job
+            self.release(f"failed: {failure.value}", forget=context)  # a retry submits a fresh job
         else:  # kept: a new try judges it again, and never stops at this reported failure
             self.remember_outcome(context, Verdict.FAILED)
         raise PathwaysJobFailed.for_class(

@@ -47,6 +47,8 @@ class FollowedJob:
     if TYPE_CHECKING:
         kind: str
 
+        def forget_job(self, context: Context | None) -> None: ...
+
         @property
         def hook(self) -> PathwaysJobHook: ...
 
@@ -156,12 +158,16 @@ class FollowedJob:
         self.log.info("Created %s (uid %s)", self._job, self._job.uid)
         return self._job.to_id()
 
-    def release(self, reason: str) -> Release | None:
-        """Delete the followed job unless it is not this task instance's or a newer try follows it."""
+    def release(self, reason: str, *, forget: Context | None = None) -> Release | None:
+        """Delete the followed job unless it is not this task instance's or a newer try follows it;
+        with ``forget`` (the try's context), also drop the kept job, unless a newer try follows it
+        (its retry reattaches through the kept job)."""
         if self._job is None:
             return None
         released = release_job(self.hook, self._job, self._owner(), self._try_number)
         self.log.info("%s", describe_release(released, self._job, reason))
+        if forget is not None and released is not Release.SUPERSEDED:
+            self.forget_job(forget)
         return released
 
     def discard_job(self, external_id: JsonValue, reason: str, *, wait: bool = False) -> None:
