@@ -11,7 +11,7 @@ SESSION = $(PY) -m sandbox.session run --name $@ $(if $(filter-out 0,$(KEEP_SAND
 # sandbox-down also works once the venv is gone (`make clean`): the session module needs Python only.
 SANDBOX_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 
-.PHONY: demo test test-steps packages venv lint bench docs sandbox-slurm sandbox-airflow sandbox-ui sandbox-down clean
+.PHONY: demo test test-fast test-steps packages venv lint bench docs sandbox-slurm sandbox-airflow sandbox-ui sandbox-down clean
 
 # Every Debian package the sandbox needs, in one apt-get run before anything runs in parallel
 # (sandbox/packages.sh lists them). `make demo` needs the venv and the host's Slurm only.
@@ -56,6 +56,13 @@ test: packages venv
 test-steps: sandbox-slurm sandbox-airflow sandbox-ui docs
 	$(VENV)/bin/ruff check .
 	PATHWAYS_SANDBOX_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider tests
+
+# The fast tier (under 90 s on 2 cores): the Airflow-free domain, the provider's faces against the
+# Kubernetes stand-in, no Slurm, GCS emulator, Airflow deployment or browser, nothing installed as
+# root. `make test` runs these too.
+test-fast: venv
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -p no:cacheprovider -m "not service and not slow" tests
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -2,9 +2,5 @@
 
 from __future__ import annotations
 
-from airflow_provider_pathways import moved_modules
-
 __version__ = "0.1.0"
 __all__ = ["__version__"]
-
-moved_modules.install()

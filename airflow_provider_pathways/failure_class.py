@@ -13,6 +13,9 @@ class FailureClass(str, Enum):
     PREEMPTED = "preempted"
     MAX_RESTARTS_REACHED = "max_restarts_reached"
     INFRASTRUCTURE = "infrastructure"
+    #: Whether the program ran, and how it ended, cannot be known: the cluster forgot the job (a
+    #: Slurm job purged after ``MinJobAge`` on a cluster without accounting). Never rerun by itself.
+    OUTCOME_UNKNOWN = "outcome_unknown"
     UNKNOWN = "unknown"
 
     @property
@@ -23,5 +26,10 @@ class FailureClass(str, Enum):
 
     @property
     def final(self) -> bool:
-        """A failure no retry can mend: the program failed or the spec was refused."""
-        return self in (FailureClass.USER_PROGRAM_FAILED, FailureClass.SPEC_REJECTED)
+        """A failure a retry must not paper over: the program failed, the spec was refused, or
+        nobody knows whether the program ran (running it again is the user's call)."""
+        return self in (
+            FailureClass.USER_PROGRAM_FAILED,
+            FailureClass.SPEC_REJECTED,
+            FailureClass.OUTCOME_UNKNOWN,
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_pathways.failure_class import FailureClass
 
@@ -11,9 +11,11 @@ __all__ = [
     "PathwaysInfrastructureFailure",
     "PathwaysJobFailed",
     "PathwaysMaxRestartsReached",
+    "PathwaysOutcomeUnknown",
     "PathwaysPreempted",
     "PathwaysSpecRejected",
     "PathwaysUserProgramFailed",
+    "PathwaysWatchLost",
 ]
 
 
@@ -29,10 +31,19 @@ class PathwaysJobFailed(AirflowException):
 
     @staticmethod
     def for_class(
-        failure_class: FailureClass, message: str, *, job: str | None = None, exit_code: int | None = None
+        failure_class: FailureClass,
+        message: str,
+        *,
+        job: str | None = None,
+        exit_code: int | None = None,
+        retry: bool = True,
     ) -> PathwaysJobFailed:
-        """Build the exception type that matches ``failure_class``."""
+        """Build the exception type that matches ``failure_class``. With ``retry=False`` it is also
+        an ``AirflowFailException``, which fails the task at once whatever its ``retries`` and
+        ``retry_policy``: for a task that only watches the job, whose retry could not make it again."""
         exception_type = _EXCEPTION_BY_CLASS.get(failure_class, PathwaysJobFailed)
+        if not retry:
+            exception_type = _without_retry(exception_type)
         return exception_type(message, job=job, exit_code=exit_code)
 
 
@@ -61,6 +72,20 @@ class PathwaysInfrastructureFailure(PathwaysJobFailed):
     failure_class = FailureClass.INFRASTRUCTURE
 
 
+class PathwaysOutcomeUnknown(PathwaysJobFailed):
+    """The cluster forgot the job before its end was seen: its program may have run, to any end.
+    Not retried, so that the program never runs twice without the user's say."""
+
+    failure_class = FailureClass.OUTCOME_UNKNOWN
+
+
+class PathwaysWatchLost(PathwaysInfrastructureFailure):
+    """The task lost sight of its job, which may still be running: the cluster stayed unreachable
+    longer than ``outage_tolerance``, the trigger failed, or a retry could not read the job. Retried
+    like an infrastructure failure, but the job is kept and the next try reattaches to it; on the
+    task's last try the job is deleted or cancelled instead, so that none runs unwatched."""
+
+
 class PathwaysMaxRestartsReached(PathwaysJobFailed):
     """The job used up its restarts for a reason that could not be classified further."""
 
@@ -73,4 +98,19 @@ _EXCEPTION_BY_CLASS: dict[FailureClass, type[PathwaysJobFailed]] = {
     FailureClass.PREEMPTED: PathwaysPreempted,
     FailureClass.MAX_RESTARTS_REACHED: PathwaysMaxRestartsReached,
     FailureClass.INFRASTRUCTURE: PathwaysInfrastructureFailure,
+    FailureClass.OUTCOME_UNKNOWN: PathwaysOutcomeUnknown,
 }
+
+
+_WITHOUT_RETRY: dict[type[PathwaysJobFailed], type[PathwaysJobFailed]] = {}
+
+
+def _without_retry(exception_type: type[PathwaysJobFailed]) -> type[PathwaysJobFailed]:
+    """``exception_type`` that Airflow never retries (named as it is, so logs read the same)."""
+    if exception_type not in _WITHOUT_RETRY:
+        _WITHOUT_RETRY[exception_type] = type(
+            exception_type.__name__,
+            (exception_type, AirflowFailException),
+            {"__module__": __name__, "__doc__": f"{exception_type.__doc__}\n\nNot retried."},
+        )
+    return _WITHOUT_RETRY[exception_type]

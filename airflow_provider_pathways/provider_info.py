@@ -50,8 +50,12 @@ def _number(
 
 
 def _gke_fields() -> dict[str, Any]:
-    """Extra fields of the Pathways-on-GKE connection: those of the cncf-kubernetes connection."""
-    how = "Use one of in-cluster, kube config path or kube config; with none, ~/.kube/config is used."
+    """Extra fields of the Pathways-on-GKE connection: those of the cncf-kubernetes connection, the
+    cluster, and the Google identity that reaches it (``hooks.kubernetes_google`` reads them)."""
+    how = (
+        "Use one of in-cluster, kube config path, kube config or a Google Cloud connection; with none, "
+        "~/.kube/config is used."
+    )
     return {
         "in_cluster": _boolean(
             "In cluster configuration",
@@ -83,15 +87,48 @@ def _gke_fields() -> dict[str, Any]:
         "gcp_project": _string(
             "GCP project (for console links)",
             "Project of the GKE cluster: with the cluster name and location, tasks get GKE Workload "
-            "and Cloud Logging links.",
+            "and Cloud Logging links, and a Google Cloud connection reaches the cluster.",
         ),
         "gke_cluster": _string(
             "GKE cluster name (for console links)",
-            "Name of the GKE cluster, for the GKE Workload and Cloud Logging links.",
+            "Name of the GKE cluster, for the console links and the Google Cloud connection.",
         ),
         "gke_location": _string(
             "GKE cluster location (for console links)",
-            "Region or zone of the GKE cluster, e.g. us-east5, for the console links.",
+            "Region or zone of the GKE cluster, e.g. us-east5, for the console links and the Google "
+            "Cloud connection.",
+        ),
+        "gcp_conn_id": _string(
+            "Google Cloud connection",
+            "Reach the cluster named by project, name and location with this Google Cloud connection "
+            "(as Cloud Composer does): its endpoint and CA from the GKE API, a Google access token "
+            "renewed before it expires. Needs apache-airflow-providers-google. " + how,
+        ),
+        "impersonation_chain": _string(
+            "Impersonation chain (Google)",
+            "Service account to act as with the Google Cloud connection, or a comma-separated chain "
+            "(the last one is impersonated); it needs the RBAC of the provider's documentation.",
+        ),
+        "gke_endpoint": {
+            "label": "Cluster endpoint (Google)",
+            "schema": {
+                "type": ["string", "null"],
+                "enum": ["public", "private", "dns"],
+                "default": "public",
+                "values_display": {
+                    "public": "public IP (endpoint)",
+                    "private": "private IP (privateClusterConfig.privateEndpoint)",
+                    "dns": "DNS-based (controlPlaneEndpointsConfig.dnsEndpointConfig.endpoint)",
+                },
+            },
+            "description": "Which control-plane endpoint of the cluster to use with the Google Cloud "
+            "connection: the private one from inside the cluster's VPC, the DNS-based one from anywhere "
+            "its IAM allows.",
+        },
+        "gke_api_endpoint": _string(
+            "GKE API endpoint (Google)",
+            "Base URL of the GKE API, for Private Service Connect or a test stand-in; empty: "
+            "https://container.googleapis.com.",
         ),
     }
 
@@ -99,6 +136,7 @@ def _gke_fields() -> dict[str, Any]:
 def _slurm_fields() -> dict[str, Any]:
     """Extra fields of the Pathways-on-Slurm connection, as ``SlurmSettings.from_connection`` reads them."""
     from airflow_provider_pathways.slurm.api_versions import SUPPORTED_API_VERSIONS
+    from airflow_provider_pathways.slurm.settings import TRANSPORTS, default
 
     versions = sorted(SUPPORTED_API_VERSIONS, key=lambda v: tuple(int(n) for n in v[1:].split(".")))
     return {
@@ -106,8 +144,8 @@ def _slurm_fields() -> dict[str, Any]:
             "label": "Transport",
             "schema": {
                 "type": "string",
-                "enum": ["rest", "ssh"],
-                "default": "rest",
+                "enum": list(TRANSPORTS),
+                "default": default("transport"),
                 "values_display": {"rest": "REST (slurmrestd)", "ssh": "SSH (login node)"},
             },
             "description": "REST: slurmrestd with a JWT. SSH: sbatch/scontrol/scancel on a login node, "
@@ -118,7 +156,7 @@ def _slurm_fields() -> dict[str, Any]:
             "schema": {
                 "type": ["string", "null"],
                 "enum": ["auto", *versions],
-                "default": "auto",
+                "default": default("api_version"),
                 "values_display": {"auto": "auto (detect)"},
             },
             "description": f"auto asks the server which versions it offers and uses the newest this "
@@ -139,19 +177,25 @@ def _slurm_fields() -> dict[str, Any]:
         "verify_ssl": _boolean(
             "Verify the TLS certificate (REST)",
             "Check slurmrestd's certificate when the scheme is https. Only turn off for test clusters.",
-            True,
+            default("verify_ssl"),
         ),
         "token_file": _string(
             "JWT token file (REST)",
             "Read the JWT from this file on the Airflow workers (re-read every 5 minutes) instead of the "
             "password field.",
         ),
+        "token_lifespan": _number(
+            "Mint tokens over SSH, lifespan (s) (REST)",
+            "Instead of a JWT: run scontrol token lifespan=N as the cluster user on the SSH host for "
+            "file access, and again before the token expires or when slurmrestd refuses it.",
+            kind="integer",
+        ),
         "shared_fs": _boolean(
             "Job files are on this machine's filesystem (REST)",
-            "On (default): job output and cluster.env are read from this machine's filesystem, which "
-            "shares the cluster's paths. An SSH host for file access, when set, is used instead. "
-            "Off without an SSH host: no file access (log tails and the cluster.env sensor fail).",
-            True,
+            "On: job output and cluster.env are read from this machine's filesystem, which shares the "
+            "cluster's paths (Airflow on the cluster). Off (default): set an SSH host for file access "
+            "below; a REST connection with neither is refused, since nothing could read job files.",
+            default("shared_fs"),
         ),
         "ssh_host": _string(
             "SSH host for file access (REST)",
@@ -184,7 +228,7 @@ def _slurm_fields() -> dict[str, Any]:
             "Strict SSH host key checking",
             "On (default): an unknown or changed host key refuses the connection. Only turn off on "
             "purpose: any host key is then accepted.",
-            True,
+            default("strict_host_key_checking"),
         ),
         "slurm_bin_dir": _string(
             "Directory of the Slurm commands (SSH)",
@@ -192,13 +236,19 @@ def _slurm_fields() -> dict[str, Any]:
             "e.g. /opt/slurm/bin.",
         ),
         "connect_timeout": _number(
-            "Connect timeout (s)", "Seconds to wait for slurmrestd or sshd to accept a connection.", 15
+            "Connect timeout (s)",
+            "Seconds to wait for slurmrestd or sshd to accept a connection.",
+            default("connect_timeout"),
         ),
         "request_timeout": _number(
-            "REST request timeout (s)", "Seconds to wait for one slurmrestd answer.", 60
+            "REST request timeout (s)",
+            "Seconds to wait for one slurmrestd answer.",
+            default("request_timeout"),
         ),
         "command_timeout": _number(
-            "SSH command timeout (s)", "Seconds to wait for one sbatch/scontrol/scancel over SSH.", 120
+            "SSH command timeout (s)",
+            "Seconds to wait for one sbatch/scontrol/scancel over SSH.",
+            default("command_timeout"),
         ),
     }
 
@@ -285,7 +335,7 @@ def get_provider_info() -> dict[str, Any]:
                         "port": "REST: 6820 (443 with https), SSH: 22",
                         "login": "the user jobs run as, e.g. pathways",
                         "password": "REST: the JWT, or scontrol token's SLURM_JWT=... line as it is",
-                        "extra": '{"transport": "rest"}',
+                        "extra": '{"transport": "rest", "ssh_host": "login-0"}',
                     },
                 },
             },

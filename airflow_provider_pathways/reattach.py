@@ -4,8 +4,10 @@ One rule set for GKE and Slurm: a job still running or queued is followed; one t
 reported without running it again; one that ended by preemption, eviction, node loss or another
 infrastructure failure (or for a reason nobody could classify) is replaced by a fresh job; one
 whose program failed or whose spec was refused fails the task at once, and the program never runs
-twice. A failure an earlier try already reported never blocks a new try (a cleared task): that try
-submits a fresh job and leaves the failed one as it is.
+twice; one the cluster forgot before anyone saw its end (its outcome is unknown: the program may
+have run) fails the task too, unless the user asked for a resubmission in that case. A failure an
+earlier try already reported never blocks a new try (a cleared task): that try submits a fresh job
+and leaves the failed one as it is.
 """
 
 from __future__ import annotations
@@ -67,11 +69,11 @@ def reattach_action(judgement: JobJudgement, reported: Verdict | None = None) ->
     earlier try already reported for it (None after a crash: nobody reported anything)."""
     if judgement.verdict is Verdict.ACTIVE:
         return ReattachAction.FOLLOW
+    if reported is Verdict.FAILED:  # also a job that succeeded after a wait_until="ready" try failed
+        return ReattachAction.SUBMIT
     if judgement.verdict is Verdict.SUCCEEDED:
         return ReattachAction.REPORT_SUCCESS
     assert judgement.failure is not None
-    if reported is Verdict.FAILED:
-        return ReattachAction.SUBMIT
     if judgement.failure.final:
         return ReattachAction.FAIL
     return ReattachAction.REPLACE

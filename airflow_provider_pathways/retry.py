@@ -1,5 +1,5 @@
-"""Retry policy that retries preemption and fails user and spec errors at once; the preemption
-budget a task gets when its author sets no ``retries``."""
+"""Retry policy that retries preemption and fails user and spec errors (and unknown outcomes) at
+once; the preemption budget a task gets when its author sets no ``retries``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ _RETRY_WORDS = {FailureClass.PREEMPTED: "preemption", FailureClass.INFRASTRUCTUR
 
 class PathwaysRetryPolicy(RetryPolicy):
     """
-    Retry preempted Pathways jobs with exponential backoff; fail program and spec errors at once.
+    Retry preempted Pathways jobs with exponential backoff; fail program and spec errors, and jobs
+    whose outcome is unknown, at once.
 
     :param base_delay: delay before the first retry after a preemption.
     :param max_delay: upper bound of the backoff.

@@ -1,18 +1,21 @@
 """Transient faults: bounded retries of one API call, and the outage a wait may ride out.
 
-Two layers, used the same way by the GKE and Slurm hooks, triggers and polling loops:
+Two layers, used the same way by the GKE and Slurm hooks, triggers and polling loops; the first
+also by the compilation-cache cleanup's GCS requests:
 
 - one call (a GET, a DELETE, a submit that cannot duplicate) is retried a few times with
-  exponential backoff when the error is transient (a connection error, HTTP 429 honouring
-  ``Retry-After``, a 5xx); a validation error (4xx) is never retried;
+  exponential backoff when the error is transient (a connection error, an HTTP status of
+  :data:`TRANSIENT_HTTP_STATUSES`, a 429 honouring ``Retry-After``); any other 4xx is never
+  retried;
 - a wait (a trigger or a polling loop) keeps going through failed looks for as long as the outage
   lasts less than its tolerance, then gives up with a message naming the endpoint and the outage.
 """
 
 from __future__ import annotations
 
+import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -28,7 +31,14 @@ from tenacity import (
 T = TypeVar("T")
 
 DEFAULT_OUTAGE_TOLERANCE = 300.0
-TRANSIENT_HTTP_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: HTTP answers worth a retry: the server did not carry the request out and may the next time.
+#: 408 (it did not receive the whole request in time), 429 (too many requests), 500, 502, 503 and
+#: 504 (it, or a proxy or load balancer in front of it, failed or is overloaded). These are the
+#: statuses Cloud Storage documents as retryable ("HTTP 408, 429, and 5xx response codes",
+#: https://cloud.google.com/storage/docs/retry-strategy) and that google-cloud-storage retries
+#: (``google.cloud.storage.retry._RETRYABLE_STATUS_CODES``); the Kubernetes API server answers 429
+#: and 5xx when overloaded. Other 5xx (501 Not Implemented, 505) do not go away on a retry.
+TRANSIENT_HTTP_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 60.0
 
 
@@ -40,9 +50,12 @@ def describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-def backoff(attempt: int, *, base: float = 0.5, cap: float = 30.0) -> float:
-    """Delay before retry ``attempt`` (1-based): base, 2·base, 4·base, … at most ``cap``."""
-    return min(base * 2 ** max(attempt - 1, 0), cap)
+def backoff(attempt: int, *, base: float = 0.5, cap: float = 30.0, jitter: bool = False) -> float:
+    """Delay before retry ``attempt`` (1-based): base, 2·base, 4·base, … at most ``cap``; with
+    ``jitter``, a random delay between 0 and that ("full jitter", so that many clients refused at
+    once do not come back at once)."""
+    delay = min(base * 2 ** max(attempt - 1, 0), cap)
+    return random.uniform(0.0, delay) if jitter else delay
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -58,17 +71,19 @@ def parse_retry_after(value: str | None) -> float | None:
 
 @dataclass(frozen=True)
 class CallRetry:
-    """How one call is retried: at most ``attempts`` tries, backoff from ``base`` up to ``cap``."""
+    """How one call is retried: at most ``attempts`` tries, backoff from ``base`` up to ``cap``
+    (each delay drawn between 0 and that with ``jitter``)."""
 
     attempts: int = 5
     base: float = 0.5
     cap: float = 10.0
+    jitter: bool = False
 
     def _wait(
         self, retry_after: Callable[[BaseException], float | None]
     ) -> Callable[[RetryCallState], float]:
         def wait(state: RetryCallState) -> float:
-            delay = backoff(state.attempt_number, base=self.base, cap=self.cap)
+            delay = backoff(state.attempt_number, base=self.base, cap=self.cap, jitter=self.jitter)
             error = state.outcome.exception() if state.outcome else None
             hinted = retry_after(error) if error is not None else None
             return max(delay, hinted) if hinted is not None else delay
@@ -107,6 +122,21 @@ class CallRetry:
         for attempt in Retrying(**self._options(is_transient, retry_after, on_retry)):
             with attempt:
                 return fn()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def stream(
+        self,
+        make: Callable[[], Iterator[T]],
+        *,
+        is_transient: Callable[[BaseException], bool],
+        on_retry: Callable[[BaseException, float], None] | None = None,
+    ) -> Iterator[T]:
+        """The items of ``make()``; when it raises a transient error, ``make()`` is called again
+        (what it already handed on is for it to skip); the last error is re-raised."""
+        for attempt in Retrying(**self._options(is_transient, lambda _err: None, on_retry)):
+            with attempt:
+                yield from make()
+                return
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def a_call(

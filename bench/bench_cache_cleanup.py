@@ -25,10 +25,15 @@ Part 1 runs on fake-gcs-server (filesystem backend kept on tmpfs when ``/dev/shm
 disk is not what is measured). Part 2 repeats baseline and hook on gcp-storage-emulator, the other
 emulator with JSON batch support (slow per delete: it rewrites all its metadata on every change,
 so fewer objects, and a fresh emulator for every run). Part 3: peak memory of a whole cleanup
-(tracemalloc and RSS, a fresh interpreter each) for 10,000 and 100,000 listed objects.
+(tracemalloc and RSS, a fresh interpreter each) for 10,000 and 100,000 listed objects. Part 4: the
+batch requests alone, the provider's own (baseline) against google-cloud-storage's
+``client.batch()``: the same conditional deletes (names and generations listed beforehand, 100 a
+request, 8 threads) through the sandbox proxy, which answers batches part by part; and whether
+fake-gcs-server itself takes each.
 
     python bench/bench_cache_cleanup.py [--objects 10000] [--repeat 3] [--gse-objects 300]
-                                        [--memory-sizes 10000,100000] [--json FILE]
+                                        [--memory-sizes 10000,100000] [--batch-objects 3000]
+                                        [--json FILE]
 """
 
 from __future__ import annotations
@@ -261,6 +266,132 @@ def memory_worker(count: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------
+# Part 4: batch requests alone
+# ------------------------------------------------------------------------------------------------
+
+BatchDelete = Callable[[str, list[tuple[str, int]]], list[int]]
+
+
+def provider_batches(url: str) -> BatchDelete:
+    """The provider's batch requests (``StorageApi.delete_batch``): statuses in request order."""
+    from google.auth.credentials import AnonymousCredentials
+
+    from airflow_provider_pathways.cache.selection import CacheObject
+    from airflow_provider_pathways.cache.storage import RetryPolicy, StorageApi
+
+    api = StorageApi(
+        AnonymousCredentials(),
+        endpoint=url,
+        pool_size=8,
+        timeout=60,
+        user_project=None,
+        user_agent="bench",
+        policy=RetryPolicy(),
+    )
+
+    def delete(bucket: str, chunk: list[tuple[str, int]]) -> list[int]:
+        objects = [CacheObject(name, generation, 0, STALE) for name, generation in chunk]
+        return [result.status or 0 for result in api.delete_batch(bucket, objects)]
+
+    return delete
+
+
+def library_batches(url: str) -> BatchDelete:
+    """google-cloud-storage's batch: ``blob.delete(if_generation_match=...)`` inside ``client.batch()``.
+    The statuses of its calls are kept only in the batch's private ``_responses``."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(
+        project="bench", credentials=AnonymousCredentials(), client_options={"api_endpoint": url}
+    )
+
+    def delete(bucket: str, chunk: list[tuple[str, int]]) -> list[int]:
+        target = client.bucket(bucket)
+        batch = client.batch(raise_exception=False)
+        with batch:
+            for name, generation in chunk:
+                target.blob(name).delete(if_generation_match=generation)
+        return [response.status_code for response in batch._responses]
+
+    return delete
+
+
+def delete_in_batches(delete: BatchDelete, bucket: str, listed: list[tuple[str, int]]) -> list[int]:
+    """``listed`` deleted 100 to a request from 8 threads; the statuses of all calls."""
+    chunks = [listed[i : i + 100] for i in range(0, len(listed), 100)]
+    with ThreadPoolExecutor(8) as pool:
+        return [
+            status
+            for statuses in pool.map(lambda chunk: delete(bucket, chunk), chunks)
+            for status in statuses
+        ]
+
+
+def seed_listed(emulator: GcsEmulator, count: int) -> tuple[str, list[tuple[str, int]]]:
+    bucket = seed(emulator, count)
+    listed = emulator.list_objects(bucket, PREFIX)
+    return bucket, sorted((name, int(item["generation"])) for name, item in listed.items())
+
+
+def compare_batches(count: int, repeat: int) -> dict[str, Any]:
+    """Part 4: the provider's batch requests (baseline) vs google-cloud-storage's, same deletes."""
+    from sandbox.gcs.proxy import GcsProxy
+
+    results: dict[str, Any] = {"objects": count}
+    with tempfile.TemporaryDirectory(prefix="bench-gcs-batch-", dir=SCRATCH_ROOT) as state:
+        emulator = start_gcs_emulator(state)
+        try:
+            direct: dict[str, str] = {}
+            for key, make in (("provider", provider_batches), ("library", library_batches)):
+                bucket, listed = seed_listed(emulator, 100)
+                try:
+                    statuses = delete_in_batches(make(emulator.url), bucket, listed)
+                    direct[key] = f"{statuses.count(204) + statuses.count(200)} of 100 deleted"
+                except Exception as err:  # the point is to see whether it works at all
+                    direct[key] = f"fails: {type(err).__name__}: {err}"[:100]
+            results["fake_gcs_server_direct"] = direct
+            with GcsProxy(emulator.url) as proxy:
+                contenders = {"provider": provider_batches(proxy.url), "library": library_batches(proxy.url)}
+                runs: dict[str, list[tuple[float, float]]] = {key: [] for key in contenders}
+                for delete in contenders.values():  # warm-up
+                    delete_in_batches(delete, *seed_listed(emulator, 100))
+                for _ in range(repeat):
+                    for key, delete in contenders.items():
+                        bucket, listed = seed_listed(emulator, count)
+                        cpu_before, started = cpu_seconds(), time.perf_counter()
+                        statuses = delete_in_batches(delete, bucket, listed)
+                        runs[key].append((time.perf_counter() - started, cpu_seconds() - cpu_before))
+                        assert (
+                            all(200 <= status < 300 for status in statuses)
+                            and remaining(emulator, bucket) == 0
+                        ), key
+        finally:
+            emulator.stop()
+    print(
+        f"\nBatch requests alone: {count} conditional deletes, 100 a request, 8 threads, median of {repeat}"
+    )
+    print(
+        "through the sandbox proxy (it answers batches part by part; runs in this process, so its CPU counts)"
+    )
+    print(f"{'batch requests':<56} {'total s':>8} {'vs provider':>12} {'CPU s':>7}")
+    base = statistics.median(total for total, _ in runs["provider"])
+    labels = {
+        "provider": "provider's own (cache/batch.py) - baseline",
+        "library": "google-cloud-storage client.batch() + blob.delete",
+    }
+    for key, label in labels.items():
+        total = statistics.median(t for t, _ in runs[key])
+        cpu = statistics.median(c for _, c in runs[key])
+        results[key] = {"total_s": total, "cpu_s": cpu, "all_total_s": [t for t, _ in runs[key]]}
+        print(f"{label:<56} {total:8.2f} {total / base:11.2f}x {cpu:7.2f}")
+    for key, outcome in results["fake_gcs_server_direct"].items():
+        print(f"on fake-gcs-server itself, {labels[key].split(' (')[0].split(' +')[0]}: {outcome}")
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    return results
+
+
+# ------------------------------------------------------------------------------------------------
 
 
 Contender = Callable[[GcsEmulator, str, int], dict[str, Any]]
@@ -368,6 +499,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--gse-objects", type=int, default=300, help="objects on gcp-storage-emulator")
     parser.add_argument("--memory-sizes", default="10000,100000")
+    parser.add_argument("--batch-objects", type=int, default=3000, help="part 4 (0: skip)")
     parser.add_argument("--memory-worker", type=int, metavar="COUNT")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
@@ -469,6 +601,8 @@ def main() -> int:
             f"{data['rss_peak_mib']:>6.0f} MiB {data['seconds_with_tracemalloc']:>8.1f}"
             + ("" if ok else "  (MISMATCH)")
         )
+    if args.batch_objects:
+        results["batches"] = compare_batches(args.batch_objects, args.repeat)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

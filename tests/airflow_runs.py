@@ -41,11 +41,10 @@ def load_dag(filename: str, dag_id: str) -> Any:
     raise LookupError(f"{dag_id} not in {filename}")
 
 
-def run_dag(
-    dag: Any, conf: dict[str, Any] | None = None, logical_date: datetime | None = None
-) -> dict[str, TaskOutcome]:
-    """Run ``dag`` once with ``dag.test()``; outcomes by task id (``task_id[i]`` for mapped tasks)."""
-    run = dag.test(run_conf=conf, logical_date=logical_date) if logical_date else dag.test(run_conf=conf)
+def run_dag(dag: Any, conf: dict[str, Any] | None = None, **test_args: Any) -> dict[str, TaskOutcome]:
+    """Run ``dag`` once with ``dag.test()`` (``test_args``: e.g. ``logical_date`` and ``run_after``,
+    which fix the run id); outcomes by task id (``task_id[i]`` for mapped tasks)."""
+    run = dag.test(run_conf=conf, **test_args)
     return outcomes_of(dag, run.run_id)
 
 

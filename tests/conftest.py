@@ -48,8 +48,37 @@ def _migrate_once() -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "service: needs a sandbox service beyond the Kubernetes stand-in (Slurm, GCS emulators, a real "
+        "Airflow deployment, Chromium); `make test-fast` leaves these out",
+    )
+    config.addinivalue_line(
+        "markers",
+        "slow: waits through a real outage, timeout or load of many seconds; not in `make test-fast`",
+    )
     _install_dags()
     _migrate_once()
+
+
+# The fixtures that start (or need) a service `make test-fast` does not: a Slurm cluster, a GCS
+# emulator, the real Airflow deployment, the browser. The Kubernetes stand-in starts in about a
+# second and stays in the fast tier with the Airflow-free domain and the GKE operators.
+SERVICE_FIXTURES = frozenset(
+    {"slurm_cluster", "slurm", "sandbox", "gcs", "gcs_emulator", "lifecycle_emulator", "stage", "airflow_ui"}
+)
+# Folders whose tests start services themselves (no fixture names them).
+SERVICE_FOLDERS = ("deployment", "ui", "sandbox/slurm", "sandbox/test_sandbox_lifecycle.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests_root = Path(__file__).resolve().parent
+    for item in items:
+        relative = Path(str(item.fspath)).resolve().relative_to(tests_root).as_posix()
+        if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())) or any(
+            relative == folder or relative.startswith(folder + "/") for folder in SERVICE_FOLDERS
+        ):
+            item.add_marker(pytest.mark.service)
 
 
 @pytest.fixture(scope="session")

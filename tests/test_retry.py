@@ -11,9 +11,11 @@ from airflow_provider_pathways.failures import (
     FailureClass,
     PathwaysJobFailed,
     PathwaysMaxRestartsReached,
+    PathwaysOutcomeUnknown,
     PathwaysPreempted,
     PathwaysSpecRejected,
     PathwaysUserProgramFailed,
+    PathwaysWatchLost,
 )
 from airflow_provider_pathways.retry import PathwaysRetryPolicy
 
@@ -38,6 +40,24 @@ def test_user_and_spec_failures_fail_at_once_with_the_reason(error: PathwaysJobF
     decision = PathwaysRetryPolicy().evaluate(error, try_number=1, max_tries=5)
     assert decision.action is RetryAction.FAIL
     assert str(error) in (decision.reason or "")
+
+
+@pytest.mark.parametrize("retry_unclassified", [True, False])
+def test_an_unknown_outcome_is_never_retried(retry_unclassified: bool) -> None:
+    """The program may have run: running it again is the user's call, whatever retries are left."""
+    error = PathwaysOutcomeUnknown("Slurm job 42 is no longer known to slurmctld")
+    decision = PathwaysRetryPolicy(retry_unclassified=retry_unclassified).evaluate(error, 1, 5)
+    assert decision.action is RetryAction.FAIL
+    assert (decision.reason or "").startswith("outcome unknown: Slurm job 42")
+
+
+@pytest.mark.parametrize("retry_unclassified", [True, False])
+def test_a_lost_watch_is_retried_like_infrastructure(retry_unclassified: bool) -> None:
+    """Also on the preemption budget: the retry reattaches to the job, which may still be running."""
+    error = PathwaysWatchLost("the Kubernetes API was unreachable for 301s")
+    decision = PathwaysRetryPolicy(retry_unclassified=retry_unclassified).evaluate(error, 1, 5)
+    assert decision.action is RetryAction.RETRY
+    assert error.failure_class is FailureClass.INFRASTRUCTURE
 
 
 @pytest.mark.parametrize("error", [PathwaysMaxRestartsReached("used up"), ValueError("boom")])

@@ -9,9 +9,10 @@ The rule, per object (each delete carries ``ifGenerationMatch`` with the generat
   object counts once, as *deleted*;
 - any other status, or no answer on the last attempt: an *error*.
 
-An attempt the server answered with an error status (429, 5xx) is taken as not carried out. An
-entry counts as deleted for the run that deleted its last object (a JAX pair's ``-cache``), so
-concurrent cleanups of one location add up to exactly what existed.
+An attempt the server answered with a status worth a retry (``TRANSIENT_HTTP_STATUSES`` of
+:mod:`airflow_provider_pathways.transient`) is taken as not carried out. An entry counts as deleted
+for the run that deleted its last object (a JAX pair's ``-cache``), so concurrent cleanups of one
+location add up to exactly what existed.
 """
 
 from __future__ import annotations

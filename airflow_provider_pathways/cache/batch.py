@@ -2,7 +2,23 @@
 
 Each part of a request is one HTTP call with a ``Content-ID``; each part of the answer carries the
 call's status and ``Content-ID: <response-ID>``. Parts are matched by that id, or by position when
-a server sends none.
+a server sends none (GCS answers the parts in the order they were asked).
+
+Why not google-cloud-storage's own batch (``client.batch()`` around ``blob.delete``): the cleanup
+counts every object by its own answer (deleted, 412 changed, 404 already gone, or sent and
+unanswered), and the library's batch cannot give that:
+
+- the answers of a batch run without raising are kept only in the batch's private
+  ``_responses`` (``blob.delete`` returns nothing, ``raise_exception=True`` raises the last
+  error only);
+- it sends no ``Content-ID`` and matches answers by position, and an answer with a part missing
+  fails the whole batch (``ValueError``), so the parts that were answered cannot be told from the
+  one that was not: all would have to count as unanswered, and a 404 for an object another
+  cleanup deleted would then count as deleted by both;
+- it writes the batch with bare LF line ends and full URLs in each call (the GCS
+  documentation asks for paths only); fake-gcs-server answers such a batch with no parts at all;
+- it was slower than this module in ``bench/bench_cache_cleanup.py`` (part 4; the numbers are in
+  ``bench/README.md``).
 """
 
 from __future__ import annotations

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from airflow_provider_pathways.cache.errors import BucketNotFoundError, CacheCleanupError
 from airflow_provider_pathways.cache.location import GcsLocation, normalize_prefix
 from airflow_provider_pathways.cache.logs import Logger
 from airflow_provider_pathways.cache.selection import looks_like_cache_folder
+from airflow_provider_pathways.transient import TRANSIENT_HTTP_STATUSES, CallRetry
 
 MAX_RULE_AGE_DAYS = 36500
 
@@ -65,19 +67,45 @@ def check_age_days(age_days: object) -> int:
     return age_days
 
 
+def _transient(err: BaseException) -> bool:
+    """A google-cloud-storage call worth a retry: answered with a status of
+    ``TRANSIENT_HTTP_STATUSES``, or not answered (a connection error or a timeout)."""
+    import requests
+    from google.api_core import exceptions as gexc
+
+    if isinstance(err, gexc.GoogleAPICallError):
+        return err.code in TRANSIENT_HTTP_STATUSES
+    return isinstance(
+        err,
+        (
+            requests.ConnectionError,
+            requests.Timeout,
+            requests.exceptions.ChunkedEncodingError,
+            ConnectionError,
+            TimeoutError,
+        ),
+    )
+
+
 def apply_age_rule(
-    client: Any, bucket: str, prefix: str, age_days: int, *, timeout: float, log: Logger
+    client: Any, bucket: str, prefix: str, age_days: int, *, timeout: float, retry: CallRetry, log: Logger
 ) -> str:
     """Make the bucket's rules hold one age rule for ``prefix`` (``google.cloud.storage.Client``).
 
-    The update is conditioned on the bucket's metageneration and re-read to confirm. Returns
-    ``"added"``, ``"updated"`` or ``"unchanged"``.
+    The update is conditioned on the bucket's metageneration and re-read to confirm. Each call is
+    retried by ``retry`` (the library's own retries are off). Returns ``"added"``, ``"updated"`` or
+    ``"unchanged"``.
     """
     from google.api_core import exceptions as gexc
 
+    def get_bucket() -> Any:
+        return retry.call(
+            functools.partial(client.get_bucket, bucket, timeout=timeout, retry=None), is_transient=_transient
+        )
+
     for _ in range(5):
         try:
-            bucket_obj = client.get_bucket(bucket, timeout=timeout)
+            bucket_obj = get_bucket()
         except gexc.NotFound:
             raise BucketNotFoundError(
                 f"bucket {bucket!r} does not exist or is not visible to these credentials"
@@ -88,10 +116,18 @@ def apply_age_rule(
             return outcome
         bucket_obj.lifecycle_rules = new_rules
         try:
-            bucket_obj.patch(if_metageneration_match=bucket_obj.metageneration, timeout=timeout)
+            retry.call(
+                functools.partial(
+                    bucket_obj.patch,
+                    if_metageneration_match=bucket_obj.metageneration,
+                    timeout=timeout,
+                    retry=None,
+                ),
+                is_transient=_transient,
+            )
         except gexc.PreconditionFailed:
-            continue  # someone else changed the bucket meanwhile: read again
-        check = client.get_bucket(bucket, timeout=timeout)
+            continue  # someone else changed the bucket meanwhile (or a lost answer's patch): read again
+        check = get_bucket()
         _, after = ensure_age_rule([dict(r) for r in check.lifecycle_rules], prefix, age_days)
         if after != "unchanged":
             raise CacheCleanupError(

@@ -1,10 +1,11 @@
 """The GCS JSON API calls of a cleanup: list, conditional delete (single or batch), create-if-absent.
 
 Requests go through google-auth's authorised urllib3 pool (``AuthorizedHttp``: credentials applied
-and refreshed, connections kept alive, at most ``pool_size`` kept open) and are retried on
-408/429/5xx and connection errors by ``google.api_core.retry`` with exponential backoff and
-jitter. google-auth, urllib3 and google-api-core are imported when a :class:`StorageApi` is
-built, not when this module is.
+and refreshed, connections kept alive, at most ``pool_size`` kept open). An answer with a status of
+:data:`~airflow_provider_pathways.transient.TRANSIENT_HTTP_STATUSES` and a connection error are
+retried as the package retries every call (:class:`~airflow_provider_pathways.transient.CallRetry`:
+exponential backoff, here with jitter). google-auth and urllib3 are imported when a
+:class:`StorageApi` is built, not when this module is.
 
 Listing answers are read as they arrive (:mod:`.jsonstream`) and handed on in chunks of at most
 :data:`CHUNK_OBJECTS` objects, so memory does not depend on how many objects a server puts in one
@@ -23,7 +24,7 @@ import os
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
@@ -31,10 +32,10 @@ from airflow_provider_pathways.cache.batch import BatchCall, encode_batch, parse
 from airflow_provider_pathways.cache.errors import BucketNotFoundError, CacheCleanupError
 from airflow_provider_pathways.cache.jsonstream import iter_members
 from airflow_provider_pathways.cache.selection import CacheObject
+from airflow_provider_pathways.transient import TRANSIENT_HTTP_STATUSES, CallRetry
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 DEFAULT_ENDPOINT = "https://storage.googleapis.com"
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 BATCH_UNSUPPORTED_STATUSES = frozenset({400, 404, 405, 501})
 LIST_FIELDS = "items(name,generation,size,updated),prefixes,nextPageToken"
 FOLDER_FIELDS = "prefixes,nextPageToken"
@@ -61,7 +62,7 @@ class Unanswered(Transient):
 
 
 class RetryableStatus(Transient):
-    """The server answered 408, 429 or 5xx: it did not carry the request out."""
+    """The server answered a status of ``TRANSIENT_HTTP_STATUSES``: it did not carry the request out."""
 
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)
@@ -74,11 +75,10 @@ class BatchUnsupported(Exception):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Attempts per request, backoff delays, and hooks for cancellation and counting retries."""
+    """Attempts per request and backoff delays (``calls``), and hooks for cancellation and counting
+    retries."""
 
-    max_attempts: int = 6
-    initial_delay: float = 0.5
-    max_delay: float = 16.0
+    calls: CallRetry = field(default_factory=lambda: CallRetry(jitter=True))
     cancelled: Callable[[], bool] = lambda: False
     on_retry: Callable[[], None] = lambda: None
 
@@ -267,34 +267,19 @@ class StorageApi:
         """One attempt: (status, content type, body); raises :class:`Transient` to be retried."""
         response = self._send(call, method, url, body, content_type)
         data = response.data
-        if response.status in RETRY_STATUSES:
+        if response.status in TRANSIENT_HTTP_STATUSES:
             raise RetryableStatus(response.status, error_detail(response.status, data))
         return response.status, response.headers.get("Content-Type", ""), data
 
-    def _retrying(self, call: _Call, attempt: Callable[[], T]) -> T:
+    def _retrying(self, attempt: Callable[[], T]) -> T:
         """Run ``attempt`` until it succeeds, fails for good, or the attempts are used up."""
-        from google.api_core import retry as api_retry
+        return self.policy.calls.call(attempt, is_transient=self._retryable, on_retry=self._counted)
 
-        policy = self.policy
-        retry = api_retry.Retry(
-            predicate=self._retryable(call),
-            initial=policy.initial_delay,
-            maximum=policy.max_delay,
-            multiplier=2.0,
-            timeout=None,
-            on_error=lambda _err: policy.on_retry(),
-        )
-        return retry(attempt)()
+    def _retryable(self, err: BaseException) -> bool:
+        return isinstance(err, Transient) and not self.policy.cancelled()
 
-    def _retryable(self, call: _Call) -> Callable[[Exception], bool]:
-        policy = self.policy
-
-        def retryable(err: Exception) -> bool:
-            return (
-                isinstance(err, Transient) and call.attempts < policy.max_attempts and not policy.cancelled()
-            )
-
-        return retryable
+    def _counted(self, _err: BaseException, _delay: float) -> None:
+        self.policy.on_retry()
 
     # ----------------------------------------------------------------------------------------
 
@@ -321,11 +306,8 @@ class StorageApi:
         An answer cut off while it was being read is asked again (backoff and attempts as for
         every request); what was already handed on is skipped, by name.
         """
-        from google.api_core import retry as api_retry
-
         path = f"/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o"
         where = f"gs://{bucket}/{prefix}"
-        policy = self.policy
         token: str | None = None
         handed_on: str | None = None  # the last object name handed on
         while True:
@@ -356,7 +338,7 @@ class StorageApi:
                     if status != 200:
                         data = response.data
                         done = True
-                        if status in RETRY_STATUSES:
+                        if status in TRANSIENT_HTTP_STATUSES:
                             raise RetryableStatus(status, error_detail(status, data))
                         raise _listing_refused(bucket, prefix, where, status, data)
                     objects: list[CacheObject] = []
@@ -394,16 +376,10 @@ class StorageApi:
                         response.close()
                         response.release_conn()
 
-            retry = api_retry.StreamingRetry(
-                predicate=self._retryable(call),
-                initial=policy.initial_delay,
-                maximum=policy.max_delay,
-                multiplier=2.0,
-                timeout=None,
-                on_error=lambda _err: policy.on_retry(),
-            )
             try:
-                yield from retry(read_answer)()
+                yield from self.policy.calls.stream(
+                    read_answer, is_transient=self._retryable, on_retry=self._counted
+                )
             except Transient as err:
                 raise CacheCleanupError(f"listing {where} failed: {err}") from None
             token = answer["next"]
@@ -423,7 +399,7 @@ class StorageApi:
         url = self._url(self.object_path(bucket, obj.name), {"ifGenerationMatch": str(obj.generation)})
         call = _Call()
         try:
-            status, _, data = self._retrying(call, functools.partial(self._attempt, call, "DELETE", url))
+            status, _, data = self._retrying(functools.partial(self._attempt, call, "DELETE", url))
         except Transient as err:
             return DeleteResult(err.status, call.unanswered, str(err))
         return DeleteResult(status, call.unanswered, "" if status < 300 else error_detail(status, data))
@@ -431,8 +407,9 @@ class StorageApi:
     def delete_batch(self, bucket: str, objects: Sequence[CacheObject]) -> list[DeleteResult]:
         """Delete ``objects`` (at most 100) in JSON batch requests, each part conditioned like :meth:`delete`.
 
-        Parts answered 408/429/5xx, and parts missing from an answer, are sent again in a smaller
-        batch. Raises :class:`BatchUnsupported` if the server refuses batches (nothing was done).
+        Parts answered with a status worth a retry, and parts missing from an answer, are sent
+        again in a smaller batch. Raises :class:`BatchUnsupported` if the server refuses batches
+        (nothing was done).
         """
         pending = dict(enumerate(objects))
         results: dict[int, DeleteResult] = {}
@@ -479,7 +456,7 @@ class StorageApi:
                 if answer is None:
                     unanswered.add(index)
                     details[index] = (None, "no answer for this object in the batch response")
-                elif answer.status in RETRY_STATUSES:
+                elif answer.status in TRANSIENT_HTTP_STATUSES:
                     details[index] = (answer.status, error_detail(answer.status, answer.body))
                 else:
                     detail = "" if answer.status < 300 else error_detail(answer.status, answer.body)
@@ -489,7 +466,7 @@ class StorageApi:
                 raise RetryableStatus(503, f"{len(pending)} of {len(calls)} batch parts to send again")
 
         try:
-            self._retrying(call, attempt)
+            self._retrying(attempt)
         except Transient as err:
             for index in pending:
                 status, detail = details.get(index, (err.status, str(err)))
@@ -503,7 +480,7 @@ class StorageApi:
         call = _Call()
         try:
             status, _, _ = self._retrying(
-                call, lambda: self._attempt(call, "POST", url, data, "application/octet-stream")
+                lambda: self._attempt(call, "POST", url, data, "application/octet-stream")
             )
         except Transient:
             return False

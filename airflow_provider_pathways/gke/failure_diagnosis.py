@@ -3,6 +3,7 @@ failure, a refused create."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,21 @@ _DISRUPTION_EVENT_ORDER = (
 _DISRUPTION_EVENT_REASONS = frozenset(_DISRUPTION_EVENT_ORDER)
 # How Pathways reports a slice that went away to the JAX program.
 _DATA_LOSS = "DATA_LOSS"
+# The kubelet's words when it evicts a pod for using more than the pod itself may (kubelet
+# eviction/helpers.go): a container's or the pod's ephemeral-storage limit, an emptyDir sizeLimit
+# (local storage evictions, reason Evicted and no DisruptionTarget), or, when the node runs low,
+# more memory or storage than the container requested (node-pressure evictions name it).
+_OWN_USAGE_EVICTION = re.compile(
+    r"exceeded its local ephemeral storage limit"
+    r"|ephemeral local storage usage exceeds the total limit of containers"
+    r"|Usage of EmptyDir volume .* exceeds the limit"
+    r"|which exceeds its request of"
+)
+
+
+def _own_usage(message: object) -> bool:
+    """The kubelet evicted the pod for its own usage, not for the node's sake."""
+    return bool(_OWN_USAGE_EVICTION.search(str(message or "")))
 
 
 @dataclass(frozen=True)
@@ -42,11 +58,42 @@ class _Diagnosis:
     exit_code: int | None = None
 
 
+def _evicted_for_own_usage(
+    pods: Iterable[Mapping[str, Any]],
+    events: Iterable[Mapping[str, Any]],
+    prefixes: tuple[str, ...],
+    since: float | None,
+) -> str | None:
+    """A pod of the job the kubelet evicted for using more than it may, from the pod (reason
+    ``Evicted`` or a ``DisruptionTarget`` by the kubelet) or, once it is gone, its ``Evicted`` event
+    of the current attempt."""
+    for pod in pods:
+        status = pod.get("status") or {}
+        name = (pod.get("metadata") or {}).get("name", "?")
+        disruption = true_conditions(pod).get("DisruptionTarget") or {}
+        for message in (status.get("message"), disruption.get("message")):
+            if (status.get("reason") == "Evicted" or disruption) and _own_usage(message):
+                return f"the kubelet evicted pod {name}: {str(message).strip()}"
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        if (
+            involved.get("kind") == "Pod"
+            and str(involved.get("name", "")).startswith(prefixes)
+            and event.get("reason") == "Evicted"
+            and _own_usage(event.get("message"))
+            and not (since is not None and (_event_time(event) or since) < since)
+        ):
+            return f"the kubelet evicted pod {involved.get('name')}: {str(event['message']).strip()}"
+    return None
+
+
 def _preempted_pod(pods: Iterable[Mapping[str, Any]]) -> str | None:
     for pod in pods:
         status = pod.get("status") or {}
         name = (pod.get("metadata") or {}).get("name", "?")
         disruption = true_conditions(pod).get("DisruptionTarget")
+        if _own_usage(status.get("message")) or _own_usage((disruption or {}).get("message")):
+            continue
         if disruption:
             return f"pod {name} was disrupted ({reason_text(disruption)})"
         if status.get("reason") in _DISRUPTION_POD_REASONS:
@@ -131,7 +178,7 @@ def _disruption_event(
         reason = event.get("reason")
         if involved.get("kind") != "Pod" or not str(involved.get("name", "")).startswith(prefixes):
             continue
-        if reason not in _DISRUPTION_EVENT_REASONS:
+        if reason not in _DISRUPTION_EVENT_REASONS or _own_usage(event.get("message")):
             continue
         stamp = _event_time(event)
         if since is not None and stamp is not None and stamp < since:
@@ -194,10 +241,23 @@ def diagnose_failure(
     suffix = f" (JobSet: {jobset_reason})" if jobset_reason else ""
     name = (jobset.get("metadata") or {}).get("name", "")
     prefixes = (f"{name}-{worker_replicated_job}-", f"{name}-{head_replicated_job}-")
-    # Preemption wins over the program's failure it causes (JAX reports DATA_LOSS), in this order:
-    # evidence of the current attempt's objects, then the program's own DATA_LOSS, then a program
+    # A pod evicted for its own usage is the program's doing, whatever failed after it (its Job may
+    # read like a disruption). Then preemption wins over the program's failure it causes (JAX
+    # reports DATA_LOSS), in this order: evidence of the current attempt's objects, then the
+    # program's own DATA_LOSS with a node-loss event of the current attempt behind it, then a program
     # failure with a known exit code, then node-loss events (time-stamped to the second, so an
-    # earlier attempt's events must not excuse a program that failed on its own).
+    # earlier attempt's events must not excuse a program that failed on its own). A DATA_LOSS with no
+    # lost slice or pod behind it is the program's own failure.
+    since = _attempt_start(jobset)
+    overuse = _evicted_for_own_usage(pods, events, prefixes, since)
+    program = _failed_main_container(pods, head_replicated_job, main_container)
+    if overuse:
+        return _Diagnosis(
+            FailureClass.USER_PROGRAM_FAILED,
+            f"the job used more than its pods may: {overuse}; raise the limit or request, or use less"
+            f"{suffix}",
+            program.exit_code if program else None,
+        )
     head_job, preempted_job = _failed_jobs(jobs, head_replicated_job)
     evidence = (
         _preempted_pod(pods)
@@ -205,22 +265,31 @@ def diagnose_failure(
         or evicted_workload(workloads)
     )
     data_loss = _data_loss(pods, log_tail, main_container)
-    event = _disruption_event(events, prefixes, _attempt_start(jobset))
+    event = _disruption_event(events, prefixes, since)
     if evidence:
         also = f"; the program then failed with {data_loss!r}" if data_loss else ""
         return _Diagnosis(FailureClass.PREEMPTED, f"slices were preempted: {evidence}{also}{suffix}")
-    if data_loss:
-        seen = f" ({event})" if event else ""
+    if data_loss and event:
         return _Diagnosis(
             FailureClass.PREEMPTED,
-            f"a slice went away while the program ran{seen}: it failed with {data_loss!r}, how Pathways "
-            f"reports a lost slice{suffix}",
+            f"a slice went away while the program ran ({event}): it failed with {data_loss!r}, how "
+            f"Pathways reports a lost slice{suffix}",
         )
-    program = _failed_main_container(pods, head_replicated_job, main_container)
+    unlost = (
+        f"; it reported {data_loss!r}, but no slice or pod of the job was lost, so this is not a preemption"
+        if data_loss
+        else ""
+    )
     if program:
-        return _Diagnosis(program.failure, program.message + suffix, program.exit_code)
+        return _Diagnosis(program.failure, program.message + unlost + suffix, program.exit_code)
     if event:
         return _Diagnosis(FailureClass.PREEMPTED, f"slices were lost with their nodes: {event}{suffix}")
+    if data_loss:
+        return _Diagnosis(
+            FailureClass.USER_PROGRAM_FAILED,
+            f"the user program failed with {data_loss!r}, but no slice or pod of the job was lost, so "
+            f"this is not a preemption{suffix}",
+        )
     if head_job:
         return _Diagnosis(head_job.failure, head_job.message + suffix, head_job.exit_code)
     if failed_condition and failed_condition.get("reason") == "ReachedMaxRestarts":

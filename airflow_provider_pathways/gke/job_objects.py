@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
 from airflow_provider_pathways.gke.resources import (
     JOBSET,
     CustomResource,
@@ -13,10 +14,8 @@ from airflow_provider_pathways.gke.resources import (
     kueue_workload_name,
 )
 from airflow_provider_pathways.gke.status import (
-    HEAD_REPLICATED_JOB,
     JOBSET_NAME_LABEL,
     REPLICATED_JOB_LABEL,
-    WORKER_REPLICATED_JOB,
     PathwaysJobStatus,
     Phase,
 )

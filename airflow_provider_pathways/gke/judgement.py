@@ -12,11 +12,10 @@ REATTACHABLE_PHASES = frozenset({Phase.PENDING, Phase.QUEUED, Phase.STARTING, Ph
 
 
 def judge_status(status: PathwaysJobStatus) -> JobJudgement:
-    """Succeeded, failed with its class (a deleted job is an infrastructure failure), or active."""
+    """Succeeded, failed with its class (a terminating or deleted job is an infrastructure
+    failure), or active."""
     if status.phase is Phase.SUCCEEDED:
         return JobJudgement.succeeded(status.message)
-    if status.phase is Phase.DELETED:
-        return JobJudgement.failed(FailureClass.INFRASTRUCTURE, status.message)
     if status.terminal:
         return JobJudgement.failed(status.failure or FailureClass.UNKNOWN, status.message)
     return JobJudgement.active(status.progress())

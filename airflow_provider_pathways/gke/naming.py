@@ -13,17 +13,21 @@ import hashlib
 import re
 
 LABEL_PREFIX = "airflow.apache.org"
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+#: A Kubernetes label value (apimachinery validation.IsValidLabelValue), up to MAX_LABEL_VALUE long.
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 #: Longest label value (and DNS label) Kubernetes accepts.
 MAX_LABEL_VALUE = 63
+#: The replicated jobs of the JobSet a PathwaysJob becomes (pathwaysjob_controller.go).
 HEAD_REPLICATED_JOB = "pathways-head"
+WORKER_REPLICATED_JOB = "worker"
 COORDINATOR_LABEL = "jobset.sigs.k8s.io/coordinator"
 _DIGEST_LENGTH = 8
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def coordinator_label_value(name: str, head_replicated_job: str = HEAD_REPLICATED_JOB) -> str:
-    """What JobSet writes into ``jobset.sigs.k8s.io/coordinator``: ``<name>-<head>-0-0.<name>``."""
+    """What JobSet writes into ``jobset.sigs.k8s.io/coordinator``: ``<name>-<head>-0-0.<name>``,
+    the head pod's in-cluster DNS name."""
     return f"{name}-{head_replicated_job}-0-0.{name}"
 
 
@@ -74,7 +78,7 @@ def default_job_name(
 def safe_label_value(value: object) -> str:
     """A valid label value for ``value``: unchanged if already valid, else sanitized with a hash."""
     text = str(value)
-    if len(text) <= MAX_LABEL_VALUE and _LABEL_VALUE.fullmatch(text):
+    if len(text) <= MAX_LABEL_VALUE and LABEL_VALUE.fullmatch(text):
         return text
     cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("-_.")[:54].strip("-_.")
     return f"{cleaned}-{_digest(text)}" if cleaned else _digest(text)

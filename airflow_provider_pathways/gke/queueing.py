@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_pathways.gke.object_fields import find_condition, reason_text, true_conditions
+from airflow_provider_pathways.gke.resources import JobKind
 from airflow_provider_pathways.gke.status import PathwaysJobStatus
 
 
@@ -16,7 +17,7 @@ def own_workload(workloads: list[Mapping[str, Any]], jobset: Mapping[str, Any]) 
         w
         for w in workloads
         if any(
-            ref.get("kind") == "JobSet"
+            ref.get("kind") == JobKind.JOBSET.value
             and ref.get("name") == md.get("name")
             and ref.get("uid") in (None, md.get("uid"))
             for ref in (w.get("metadata") or {}).get("ownerReferences") or []

@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TypedDict
 
+from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, coordinator_label_value
+
+#: The IFRT proxy's port on the head pod (pathwaysjob_controller.go).
+PROXY_PORT = 29000
+
 
 @dataclass(frozen=True)
 class CustomResource:
@@ -57,9 +62,9 @@ class JobKind(str, Enum):
         return PATHWAYS_JOB if self is JobKind.PATHWAYS_JOB else JOBSET
 
 
-def proxy_address(name: str, head_replicated_job: str = "pathways-head", port: int = 29000) -> str:
-    """The in-cluster gRPC address of the IFRT proxy of job ``name``."""
-    return f"grpc://{name}-{head_replicated_job}-0-0.{name}:{port}"
+def proxy_address(name: str, head_replicated_job: str = HEAD_REPLICATED_JOB, port: int = PROXY_PORT) -> str:
+    """The in-cluster gRPC address of the IFRT proxy of job ``name`` (on the head pod)."""
+    return f"grpc://{coordinator_label_value(name, head_replicated_job)}:{port}"
 
 
 def kueue_workload_name(jobset_name: str, jobset_uid: str) -> str:

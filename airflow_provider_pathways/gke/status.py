@@ -1,23 +1,6 @@
-"""Turn a PathwaysJob, its JobSet, Jobs, pods, events and Kueue workloads into one status summary.
-
-This module is the single place where Kubernetes state becomes an operator outcome. It works
-on plain dicts (the JSON the API server returns), so it has no client-library dependency.
-
-Rules and where they come from:
-
-- a JobSet labelled ``kueue.x-k8s.io/queue-name`` is suspended at creation until Kueue admits it
-  (kueue ``defaults.go``): suspended and not ``Admitted`` is **queued**, never preemption; an
-  ``Evicted`` Workload is requeued by Kueue and so queued again; a deactivated one
-  (``spec.active: false``, ``RequeuingLimitExceeded``) is an infrastructure failure
-  (kueue ``workload_types.go``);
-- ``terminalState: Failed`` with no conditions and no JobSet is whatever made the JobSet create fail
-  (pathways-job ``pathwaysjob_controller.go`` ``Reconcile``): a topology outside
-  ``ValidTpuTopologiesMap`` or a name over 22 characters (jobset ``jobset_webhook.go``) is a refused
-  spec, anything else an infrastructure failure;
-- preemption evidence survives the pods: Job conditions ``FailureTarget``/``Failed`` with reason
-  ``PodFailurePolicy`` (the pod's ``DisruptionTarget``), Kueue evictions, node-loss events on the
-  job's pods, and a program that died with ``DATA_LOSS`` (how Pathways reports a lost slice).
-"""
+"""The status of a Pathways job as the provider reports it: its phase, slices, failure class and
+the times it moved between them (plain values, also what the triggers send; read from the cluster
+by :mod:`.summary`)."""
 
 from __future__ import annotations
 
@@ -29,9 +12,8 @@ from enum import Enum
 from typing import Any
 
 from airflow_provider_pathways.failure_class import FailureClass
+from airflow_provider_pathways.payloads import known_fields
 
-HEAD_REPLICATED_JOB = "pathways-head"
-WORKER_REPLICATED_JOB = "worker"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -48,11 +30,13 @@ class Phase(str, Enum):
     SUSPENDED = "suspended"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    #: Being deleted (``metadata.deletionTimestamp`` set): it will not run to its end.
+    TERMINATING = "terminating"
     DELETED = "deleted"
 
     @property
     def terminal(self) -> bool:
-        return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.DELETED)
+        return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.TERMINATING, Phase.DELETED)
 
 
 @dataclass(frozen=True)
@@ -121,11 +105,21 @@ class PathwaysJobStatus:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PathwaysJobStatus:
-        values = dict(data)
+        """Inverse of :meth:`to_dict`; keys a newer version added are ignored, and a failure class
+        it added reads as ``unknown``."""
+        values = known_fields(cls, data)
         values["phase"] = Phase(values["phase"])
-        values["failure"] = FailureClass(values["failure"]) if values.get("failure") else None
+        failure = values.get("failure")
+        values["failure"] = _failure_class(failure) if failure else None
         values["conditions"] = tuple(values.get("conditions") or ())
         return cls(**values)
+
+
+def _failure_class(value: str) -> FailureClass:
+    try:
+        return FailureClass(value)
+    except ValueError:
+        return FailureClass.UNKNOWN
 
 
 def parse_time(stamp: object) -> float | None:

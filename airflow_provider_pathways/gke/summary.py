@@ -1,4 +1,27 @@
-"""One status of a Pathways job from everything read about it."""
+"""One status of a Pathways job from everything read about it: the PathwaysJob, its JobSet, Jobs,
+pods, events and Kueue workloads, as the plain dicts the API server returns.
+
+This is the single place where Kubernetes state becomes an operator outcome. Rules and where
+they come from:
+
+- a JobSet labelled ``kueue.x-k8s.io/queue-name`` is suspended at creation until Kueue admits it
+  (kueue ``defaults.go``): suspended and not ``Admitted`` is **queued**, never preemption; an
+  ``Evicted`` Workload is requeued by Kueue and so queued again; a deactivated one
+  (``spec.active: false``, ``RequeuingLimitExceeded``) is an infrastructure failure
+  (kueue ``workload_types.go``);
+- ``terminalState: Failed`` with no conditions and no JobSet is whatever made the JobSet create fail
+  (pathways-job ``pathwaysjob_controller.go`` ``Reconcile``): a topology outside
+  ``ValidTpuTopologiesMap`` or a name over 22 characters (jobset ``jobset_webhook.go``) is a refused
+  spec, anything else an infrastructure failure;
+- preemption evidence survives the pods: Job conditions ``FailureTarget``/``Failed`` with reason
+  ``PodFailurePolicy`` (the pod's ``DisruptionTarget``), Kueue evictions, node-loss events on the
+  job's pods, and a program that died with ``DATA_LOSS`` (how Pathways reports a lost slice) while
+  a slice or pod was lost; a pod the kubelet evicted for using more than it may (its
+  ephemeral-storage limit, an emptyDir ``sizeLimit``, more than its request under node pressure) is
+  the program's failure (kubelet ``eviction/helpers.go``);
+- a job with ``metadata.deletionTimestamp`` is terminating, and one that is gone was deleted: by
+  someone other than the task following it, an infrastructure failure.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +35,11 @@ from airflow_provider_pathways.gke.failure_diagnosis import (
     diagnose_failure,
     evicted_workload,
 )
+from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
 from airflow_provider_pathways.gke.object_fields import labels_of, reason_text, replicas_of, true_conditions
 from airflow_provider_pathways.gke.queueing import deactivation, own_workload, queued_state
 from airflow_provider_pathways.gke.status import (
-    HEAD_REPLICATED_JOB,
     QUEUE_NAME_LABEL,
-    WORKER_REPLICATED_JOB,
     PathwaysJobStatus,
     Phase,
 )
@@ -53,14 +75,17 @@ def summarize(
         return PathwaysJobStatus(
             **base,
             phase=Phase.DELETED,
-            failure=FailureClass.UNKNOWN,
-            message="the job no longer exists (deleted outside this task?)",
+            failure=FailureClass.INFRASTRUCTURE,
+            message="the job no longer exists: someone else deleted it before it ended",
         )
     pwj_status = (pathways_job or {}).get("status") or {}
     pwj_spec = (pathways_job or {}).get("spec") or {}
     workers = (pwj_spec.get("workers") or [{}])[0]
+    deleting = _deletion(pathways_job) or _deletion(jobset)
     if jobset is None:
         total = int(workers.get("numSlices", 0) or 0)
+        if pwj_status.get("terminalState") == "Completed":  # the JobSet went after the job's end
+            return PathwaysJobStatus(**base, phase=Phase.SUCCEEDED, slices_total=total, message="completed")
         if pwj_status.get("terminalState") == "Failed":
             if pwj_status.get("conditions"):
                 failure, message = FailureClass.UNKNOWN, f"the PathwaysJob failed: {pwj_status}"
@@ -75,6 +100,11 @@ def summarize(
                 )
             return PathwaysJobStatus(
                 **base, phase=Phase.FAILED, slices_total=total, failure=failure, message=message
+            )
+        if deleting:
+            base["slices_total"] = total
+            return PathwaysJobStatus(
+                **base, phase=Phase.TERMINATING, failure=FailureClass.INFRASTRUCTURE, message=deleting
             )
         return PathwaysJobStatus(
             **base, phase=Phase.PENDING, slices_total=total, message="waiting for the controller"
@@ -122,6 +152,10 @@ def summarize(
             message=diagnosis.message,
             exit_code=diagnosis.exit_code,
         )
+    if deleting:
+        return PathwaysJobStatus(
+            **common, phase=Phase.TERMINATING, failure=FailureClass.INFRASTRUCTURE, message=deleting
+        )
     suspended = (jobset.get("spec") or {}).get("suspend") is True
     if queue:
         workload = own_workload(workloads, jobset)
@@ -153,3 +187,17 @@ def summarize(
     else:
         phase = Phase.PENDING
     return PathwaysJobStatus(**common, phase=phase)
+
+
+def _deletion(obj: Mapping[str, Any] | None) -> str | None:
+    """Why ``obj`` counts as terminating: its ``deletionTimestamp``, set when someone deleted it (the
+    object stays while finalizers, or with foreground deletion its dependents, hold it)."""
+    if obj is None:
+        return None
+    since = (obj.get("metadata") or {}).get("deletionTimestamp")
+    if not since:
+        return None
+    return (
+        f"{obj.get('kind') or 'the job'} is being deleted (deletionTimestamp {since}) by someone other "
+        "than this task: it will not run to its end"
+    )

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 
+from airflow_provider_pathways.gke.resources import JobKind
+
 __all__ = [
     "JOBSET_KIND",
     "PATHWAYSJOB_KIND",
@@ -43,8 +45,8 @@ __all__ = [
     "tpu_types",
 ]
 
-PATHWAYSJOB_KIND = "PathwaysJob"
-JOBSET_KIND = "JobSet"
+PATHWAYSJOB_KIND = JobKind.PATHWAYS_JOB.value
+JOBSET_KIND = JobKind.JOBSET.value
 
 #: The machine types the PathwaysJob CRD (v0.1.4) accepts in ``spec.workers[].type``.
 PATHWAYS_MACHINE_TYPES: tuple[str, ...] = (

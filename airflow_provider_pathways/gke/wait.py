@@ -42,9 +42,23 @@ def wait_is_over(
 
 
 def wait_succeeded(status: PathwaysJobStatus, wait_until: str) -> bool:
-    """The wait's success: the job succeeded or, when the wait is not for its end, it is alive
-    and not suspended."""
+    """The wait's success: waiting for the end, the job succeeded; waiting for ``ready``, it is
+    alive and not suspended (one that ended, even successfully, before it was seen ready has
+    nothing ready to offer); waiting for ``created``, it exists and did not fail."""
+    if wait_until == WaitUntil.READY.value:
+        return not status.terminal and status.phase is not Phase.SUSPENDED
     if status.phase is Phase.SUCCEEDED:
         return True
     waits_for_end = wait_until == WaitUntil.FINISHED.value
     return not waits_for_end and not status.terminal and status.phase is not Phase.SUSPENDED
+
+
+def ended_before_ready(status: PathwaysJobStatus, wait_until: str) -> str | None:
+    """Why a wait for ``ready`` failed although the job did not: it succeeded first."""
+    if wait_until != WaitUntil.READY.value or status.phase is not Phase.SUCCEEDED:
+        return None
+    return (
+        f"{status.namespace}/{status.name} ended (succeeded) before it was seen ready: "
+        "wait_until='ready' is for a job that keeps running (a Pathways cluster for later tasks); "
+        "use wait_until='finished' for a program that ends"
+    )

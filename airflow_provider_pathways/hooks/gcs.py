@@ -28,7 +28,9 @@ from airflow_provider_pathways.cache.location import GcsLocation
 from airflow_provider_pathways.cache.plan import CleanupPlan, PlanBuilder, encode_entry
 from airflow_provider_pathways.cache.report import CleanupReport
 from airflow_provider_pathways.cache.selection import CacheEntry, CacheSelector
+from airflow_provider_pathways.cache.storage import EMULATOR_ENV
 from airflow_provider_pathways.cache.values import DEFAULT_MIN_AGE, check_count, parse_duration, parse_size
+from airflow_provider_pathways.transient import CallRetry
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
@@ -41,7 +43,6 @@ __all__ = ["DEFAULT_GCP_CONN_ID", "CompilationCacheHook", "ensure_age_rule"]
 
 DEFAULT_GCP_CONN_ID = "google_cloud_default"
 STORAGE_SCOPE = "https://www.googleapis.com/auth/devstorage.full_control"
-EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 MAX_WORKERS = 256
 MAX_LIST_WORKERS = 32
 _USER_AGENT = f"airflow-provider-pathways/{__version__} compilation-cache-cleanup"
@@ -71,8 +72,10 @@ class CompilationCacheHook(BaseHook):
         takes more than one page is split by folder (the folders further on, named by one listing
         with the ``/`` delimiter, are listed apart); see :mod:`airflow_provider_pathways.cache.listing`.
     :param timeout: seconds to connect, and to wait for each answer.
-    :param max_attempts: attempts per request on 408/429/5xx or connection errors.
-    :param retry_initial_delay: first backoff delay in seconds (doubles, with jitter).
+    :param max_attempts: attempts per request on a connection error or a status worth a retry
+        (:data:`airflow_provider_pathways.transient.TRANSIENT_HTTP_STATUSES`).
+    :param retry_initial_delay: first backoff delay in seconds (doubles, with jitter: each delay is
+        drawn between 0 and that).
     :param retry_max_delay: longest backoff delay in seconds.
     :param progress_every: log progress every this many processed objects.
     """
@@ -205,6 +208,12 @@ class CompilationCacheHook(BaseHook):
             self._client = storage.Client(project=project, credentials=credentials)
         return self._client
 
+    def _call_retry(self) -> CallRetry:
+        """How each GCS request is retried (the package's rule, with this hook's attempts and delays)."""
+        return CallRetry(
+            attempts=self.max_attempts, base=self.retry_initial_delay, cap=self.retry_max_delay, jitter=True
+        )
+
     def storage_api(
         self, pool_size: int | None = None, on_retry: Callable[[], None] | None = None
     ) -> StorageApi:
@@ -213,9 +222,7 @@ class CompilationCacheHook(BaseHook):
 
         credentials, _ = self.get_credentials_and_project()
         policy = RetryPolicy(
-            max_attempts=self.max_attempts,
-            initial_delay=self.retry_initial_delay,
-            max_delay=self.retry_max_delay,
+            self._call_retry(),
             cancelled=self._cancel.is_set,
             on_retry=on_retry or (lambda: None),
         )
@@ -396,9 +403,10 @@ class CompilationCacheHook(BaseHook):
         object rewritten since survives (counted as changed). A 404 counts as already gone, unless
         an earlier attempt of this run was sent and left unanswered (then it counts as deleted).
         JAX pairs go ``-atime`` first: if it changed, the pair is kept; if the ``-cache`` object
-        then cannot go, the ``-atime`` is written back so the pair stays whole. 408/429/5xx and
-        connection errors are retried with exponential backoff. Stops after ``max_errors`` failed
-        objects. ``dry_run`` sends no request and reports the plan.
+        then cannot go, the ``-atime`` is written back so the pair stays whole. Connection errors
+        and the statuses of ``TRANSIENT_HTTP_STATUSES`` are retried with exponential backoff.
+        Stops after ``max_errors`` failed objects. ``dry_run`` sends no request and reports the
+        plan.
         """
         check_count(max_errors, param="max_errors", low=1)
         report = CleanupReport(plan=plan.summary, dry_run=dry_run)
@@ -459,4 +467,12 @@ class CompilationCacheHook(BaseHook):
         name, clean = check_rule_arguments(
             bucket, prefix, age_days, allow_bucket_root=allow_bucket_root, allow_any_prefix=allow_any_prefix
         )
-        return apply_age_rule(self.get_conn(), name, clean, age_days, timeout=self.timeout, log=self.log)
+        return apply_age_rule(
+            self.get_conn(),
+            name,
+            clean,
+            age_days,
+            timeout=self.timeout,
+            retry=self._call_retry(),
+            log=self.log,
+        )

@@ -38,8 +38,13 @@ from airflow_provider_pathways.gke.resources import (
 )
 from airflow_provider_pathways.gke.status import PathwaysJobStatus
 from airflow_provider_pathways.gke.summary import summarize
-from airflow_provider_pathways.hooks.kubernetes_clients import SHARED_CLIENTS, ClientPool
-from airflow_provider_pathways.hooks.kubernetes_errors import is_transient, retry_after
+from airflow_provider_pathways.hooks.kubernetes_clients import (
+    SHARED_CLIENTS,
+    ClientPool,
+    PathwaysAsyncKubernetesHook,
+)
+from airflow_provider_pathways.hooks.kubernetes_errors import credentials_refused, is_transient, retry_after
+from airflow_provider_pathways.hooks.kubernetes_google import GkeTarget, sync_api_client
 from airflow_provider_pathways.hooks.kubernetes_watch import JobWatch, Observed
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
@@ -62,8 +67,10 @@ class PathwaysJobHook(KubernetesHook):
     """
     Create, follow and delete PathwaysJobs (or plain JobSets) through a Kubernetes connection.
 
-    Uses the cncf-kubernetes connection (``kubernetes_conn_id``) unchanged. Sync methods serve
-    operators and poke-mode sensors; each has an ``a_*`` twin for triggers that never blocks.
+    Uses the cncf-kubernetes connection (``kubernetes_conn_id``) unchanged, or, when it names
+    ``gcp_conn_id``, reaches the GKE cluster it names with that Google identity
+    (:mod:`~airflow_provider_pathways.hooks.kubernetes_google`). Sync methods serve operators and
+    poke-mode sensors; each has an ``a_*`` twin for triggers that never blocks.
     """
 
     conn_type = "pathways_gke"
@@ -97,15 +104,32 @@ class PathwaysJobHook(KubernetesHook):
             in_cluster=task.in_cluster,
         )
 
+    def gke_target(self) -> GkeTarget | None:
+        """The GKE cluster and Google identity of the connection; None for kubeconfig or in-cluster
+        (also when the task gives ``config_file`` or ``in_cluster``, which win)."""
+        if self.config_file or self.in_cluster:
+            return None
+        return GkeTarget.from_extras(self.conn_id, self.conn_extras)
+
+    def get_conn(self) -> Any:
+        """The Kubernetes API client: through the GKE API with a Google identity, or as the
+        cncf-kubernetes hook builds it."""
+        target = self.gke_target()
+        if target is None:
+            return super().get_conn()
+        self._is_in_cluster = False
+        return sync_api_client(target)
+
     @cached_property
     def async_hook(self) -> AsyncKubernetesHook:
-        """The cncf-kubernetes async hook on the same connection."""
+        """The cncf-kubernetes async hook on the same connection (with Google identity, see
+        :class:`PathwaysAsyncKubernetesHook`)."""
         config_dict = None
         if self.config_file:
             # The async hook reads kubeconfig paths only from the connection, not from config_file.
             with open(self.config_file) as config:
                 config_dict = yaml.safe_load(config)
-        return AsyncKubernetesHook(
+        return PathwaysAsyncKubernetesHook(
             kubernetes_conn_id=self.conn_id,
             cluster_context=self.cluster_context,
             config_dict=config_dict,
@@ -131,9 +155,19 @@ class PathwaysJobHook(KubernetesHook):
                 fn, is_transient=is_transient, retry_after=retry_after, on_retry=self._log_retry
             )
         except ApiException as err:
+            if err.status == 401:
+                raise self._refused(self.conn_extras) from None
             if gone is _RAISE or err.status not in gone_on:
                 raise
             return gone  # type: ignore[no-any-return]
+
+    def _refused(self, extras: Mapping[str, Any]) -> Exception:
+        """The error for a 401 answer, naming the connection (and its Google one, if it signs in so)."""
+        google = None if self.config_file or self.in_cluster else extras.get("gcp_conn_id")
+        return credentials_refused(self.conn_id, google)
+
+    async def _a_refused(self) -> Exception:
+        return self._refused(await self.async_hook.get_conn_extras())
 
     async def _a_call(
         self, fn: Callable[[], Awaitable[T]], *, gone: Any = _RAISE, gone_on: Collection[int] = (404,)
@@ -144,6 +178,8 @@ class PathwaysJobHook(KubernetesHook):
                 fn, is_transient=is_transient, retry_after=retry_after, on_retry=self._log_retry
             )
         except AsyncApiException as err:
+            if err.status == 401:
+                raise await self._a_refused() from None
             if gone is _RAISE or err.status not in gone_on:
                 raise
             return gone  # type: ignore[no-any-return]
@@ -494,6 +530,8 @@ class PathwaysJobHook(KubernetesHook):
                             return
                         await watch.next_change()
                     except Exception as err:
+                        if isinstance(err, AsyncApiException) and err.status == 401:
+                            raise await self._a_refused() from None
                         if not is_transient(err):
                             raise
                         if watch.reconnected:  # the last error was followed by a healthy stream

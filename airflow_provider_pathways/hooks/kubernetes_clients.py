@@ -1,4 +1,5 @@
-"""Async Kubernetes API clients shared by the hooks of one event loop, per connection."""
+"""Kubernetes API clients: the async hook that also signs in with a Google identity, and the async
+clients shared by the hooks of one event loop, per connection."""
 
 from __future__ import annotations
 
@@ -10,6 +11,28 @@ from typing import Any
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
 from kubernetes_asyncio import client as async_client
+
+from airflow_provider_pathways.hooks.kubernetes_google import GkeTarget, configure_async
+
+
+class PathwaysAsyncKubernetesHook(AsyncKubernetesHook):
+    """The cncf-kubernetes async hook, reaching the cluster through the GKE API with a Google
+    identity when the connection names ``gcp_conn_id`` (and the task gives no kubeconfig)."""
+
+    async def _load_config(self) -> None:
+        if self._config_loaded:
+            return
+        target = None
+        if not (self.config_dict or self.in_cluster):
+            target = GkeTarget.from_extras(self.conn_id, await self.get_conn_extras())
+        if target is None:
+            await super()._load_config()
+            return
+        if self.client_configuration is None:
+            self.client_configuration = async_client.Configuration()
+        await configure_async(self.client_configuration, target)
+        self._is_in_cluster = False
+        self._config_loaded = True
 
 
 @dataclass

@@ -27,6 +27,7 @@ from airflow_provider_pathways.hooks.slurm_loop import (
 )
 from airflow_provider_pathways.slurm.accounting import latest_attempts
 from airflow_provider_pathways.slurm.errors import (
+    SlurmAuthError,
     SlurmError,
     SlurmJobLost,
 )
@@ -46,12 +47,13 @@ class SlurmHook(BaseHook):
 
     Connection (``conn_type`` ``pathways_slurm``): ``host``, ``port``, ``login`` (the cluster user),
     ``password`` (REST: the JWT; SSH: optional password) and extra JSON with ``transport``
-    (``rest`` or ``ssh``, required) and, for REST, ``api_version`` (``auto`` or v0.0.38..v0.0.45),
-    ``scheme``, ``verify_ssl``, ``token_file``, ``shared_fs`` (default true: files are read from
-    this machine's filesystem, which must share the cluster's paths) or ``ssh_host``/``ssh_port``
-    (read files over SFTP instead); for SSH (and ``ssh_host``): ``private_key`` (PEM text) or
-    ``key_file``, ``private_key_passphrase``, ``known_hosts`` (text or path) and
-    ``strict_host_key_checking`` (default true; false must be given explicitly).
+    (``rest`` or ``ssh``; default ``rest``) and, for REST, ``api_version`` (``auto`` or v0.0.38..v0.0.45),
+    ``scheme``, ``verify_ssl``, ``token_file``, ``shared_fs`` (files are read from this machine's
+    filesystem, which shares the cluster's paths) or ``ssh_host``/``ssh_port`` (files over SFTP;
+    wins over ``shared_fs``): a REST connection with neither is refused; for SSH (and
+    ``ssh_host``): ``private_key`` (PEM text) or ``key_file``, ``private_key_passphrase``,
+    ``known_hosts`` (text or path) and ``strict_host_key_checking`` (default true; false must be
+    given explicitly).
 
     ``slurm_bin_dir`` (where sbatch/scontrol/scancel live if not on the SSH PATH) and the timeouts
     ``connect_timeout``, ``request_timeout``, ``command_timeout`` are optional. Extra keys may also
@@ -121,7 +123,7 @@ class SlurmHook(BaseHook):
             if transport is None or self._sync_holder.get("loop") is not loop:  # new loop (e.g. fork)
                 transport = self._sync_holder["transport"] = self._make_transport(settings)
                 self._sync_holder["loop"] = loop
-            return await make(transport)
+            return await self._with_fresh_token(transport, make)
 
         if not retry:
             return self._runner.run(call())
@@ -155,9 +157,27 @@ class SlurmHook(BaseHook):
         self._async_transport = (loop, transport)
         return transport
 
+    async def _with_fresh_token(
+        self, transport: SlurmTransport, make: Callable[[SlurmTransport], Awaitable[T]]
+    ) -> T:
+        """``make(transport)``; when the token is refused (expired, rotated), once more with a fresh
+        one if the connection has a source of them. A refused call did nothing, so a submission too
+        is safe to repeat."""
+        try:
+            return await make(transport)
+        except SlurmAuthError as refused:
+            if not await transport.refresh_token():
+                raise
+            self.log.info(
+                "Slurm connection %r: the token was refused (%s); trying a fresh one",
+                self.slurm_conn_id,
+                self._safe_message(refused),
+            )
+            return await make(transport)
+
     async def _a_call(self, make: Callable[[SlurmTransport], Awaitable[T]], *, retry: bool = True) -> T:
         async def call() -> T:
-            return await make(await self._a_transport())
+            return await self._with_fresh_token(await self._a_transport(), make)
 
         return await (self._retrying(call) if retry else call())
 

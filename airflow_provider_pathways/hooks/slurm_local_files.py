@@ -8,7 +8,7 @@ import pwd
 
 
 class LocalFiles:
-    """Files on this machine, which shares the cluster's paths (the REST default, ``shared_fs``).
+    """Files on this machine, which shares the cluster's paths (REST with ``shared_fs``).
 
     Reads run in a worker thread so the event loop never blocks.
     """

@@ -42,8 +42,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _HEAD_BYTES = 64 * 1024
-# A token_file is read again after this long, so a rotated token is picked up.
+# A token_file is read again after this long, so a rotated token is picked up (and at once when
+# slurmrestd refuses the token in use).
 TOKEN_FILE_REREAD_SECONDS = 300.0
+# A token minted with ``token_lifespan`` is replaced once this share of its lifespan has passed.
+TOKEN_RENEW_SHARE = 0.8
 # Errors that say nothing specific (unspecified, lost connection to slurmctld).
 _VAGUE_ERRORS = frozenset({-1, 5005, 1001, 1007})
 _VERSION_IN_PATH = re.compile(r"/slurm/(v0\.0\.\d+)/")
@@ -132,8 +135,11 @@ class RestTransport:
         self._base = f"{settings.scheme}://{settings.host}:{settings.port}"
         self._session: aiohttp.ClientSession | None = None
         self._version: str | None = None if settings.api_version == "auto" else settings.api_version
-        self._token: str | None = settings.password if not settings.token_file else None
+        self._token: str | None = (
+            settings.password if not (settings.token_file or settings.token_lifespan) else None
+        )
         self._token_read_at = 0.0
+        self._token_renew_at = 0.0
         self._version_lock: asyncio.Lock | None = None
         self._paths: frozenset[str] | None = None
         self._accounting: bool | None = None
@@ -149,7 +155,35 @@ class RestTransport:
 
     # ---- HTTP -----------------------------------------------------------------------------
 
+    async def _mint_token(self) -> str:
+        """A fresh token from ``scontrol token`` on the SSH host for file access."""
+        from airflow_provider_pathways.hooks.slurm_ssh import scontrol_token
+
+        s = self._settings
+        session = getattr(self.files, "session", None)
+        if session is None or not s.token_lifespan:  # the settings refuse this; kept for mypy
+            raise SlurmAuthError("minting tokens needs ssh_host and token_lifespan")
+        self._token = await scontrol_token(session, s.slurm_bin_dir, s.token_lifespan)
+        self._token_renew_at = time.monotonic() + s.token_lifespan * TOKEN_RENEW_SHARE
+        return self._token
+
+    async def refresh_token(self) -> bool:
+        """slurmrestd refused the token in use: take a fresh one where there is a source of them
+        (a new mint, the token_file read again); whether there is a different token to try."""
+        s = self._settings
+        old = self._token
+        if s.token_lifespan:
+            return await self._mint_token() != old
+        if s.token_file:
+            self._token_read_at = 0.0
+            return await self._token_value() != old
+        return False
+
     async def _token_value(self) -> str:
+        if self._settings.token_lifespan:
+            if self._token is None or time.monotonic() >= self._token_renew_at:
+                return await self._mint_token()
+            return self._token
         stale = time.monotonic() - self._token_read_at > TOKEN_FILE_REREAD_SECONDS
         if self._token is None or (self._settings.token_file and stale):
             path = self._settings.token_file or ""

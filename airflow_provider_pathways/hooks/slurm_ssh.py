@@ -249,6 +249,18 @@ _NO_ACCOUNTING = "accounting storage is disabled"
 _MAX_ARRAY_SIZE = re.compile(r"MaxArraySize\s*=\s*([0-9]+)", re.ASCII)
 
 
+async def scontrol_token(session: SshSession, bin_dir: str | None, lifespan: int) -> str:
+    """A fresh JWT for the login user: ``scontrol token lifespan=N`` on the login node."""
+    scontrol = posixpath.join(bin_dir, "scontrol") if bin_dir else "scontrol"
+    status, out, err = await session.run(shlex.join([scontrol, "token", f"lifespan={lifespan}"]))
+    token = out.strip().removeprefix("SLURM_JWT=").strip()
+    if status != 0 or not token or any(c.isspace() for c in token):
+        raise SlurmAuthError(
+            f"scontrol token on {session.address} gave no token (exit {status}): {err.strip()[:300]}"
+        )
+    return token
+
+
 async def scontrol_max_array_size(session: SshSession, bin_dir: str | None) -> int:
     """``MaxArraySize`` from ``scontrol show config`` on the login node."""
     scontrol = posixpath.join(bin_dir, "scontrol") if bin_dir else "scontrol"
@@ -278,6 +290,10 @@ class SshTransport:
 
     def _cmd(self, name: str) -> str:
         return posixpath.join(self._bin, name) if self._bin else name
+
+    async def refresh_token(self) -> bool:
+        """SSH logs in with a key or password: there is no token to refresh."""
+        return False
 
     async def jobs(self, job_id: int) -> list[SlurmJob]:
         command = shlex.join(

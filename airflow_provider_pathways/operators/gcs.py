@@ -16,6 +16,8 @@ from airflow_provider_pathways.cache.lifecycle import check_age_days
 from airflow_provider_pathways.cache.location import GcsLocation, scratch_location_for_bucket
 from airflow_provider_pathways.cache.selection import CacheSelector
 from airflow_provider_pathways.cache.values import DEFAULT_MIN_AGE, check_count, parse_duration, parse_size
+from airflow_provider_pathways.hooks.gcs import DEFAULT_GCP_CONN_ID
+from airflow_provider_pathways.operators.template_values import unrendered
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -23,11 +25,6 @@ if TYPE_CHECKING:
     from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 
 PATHWAYS_DIR_XCOM_KEY = "pathways_dir"
-DEFAULT_GCP_CONN_ID = "google_cloud_default"
-
-
-def _templated(value: object) -> bool:
-    return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
 class CleanupCompilationCacheOperator(BaseOperator):
@@ -154,7 +151,7 @@ class CleanupCompilationCacheOperator(BaseOperator):
         """Parse the (rendered) arguments; at parse time, skip values that are still templates."""
 
         def ready(value: object) -> bool:
-            return value is not None and not (parse_time and _templated(value))
+            return value is not None and not (parse_time and unrendered(value))
 
         parsed: dict[str, Any] = {}
         check_count(self.max_workers, param="max_workers", low=1, high=256)
@@ -171,8 +168,11 @@ class CleanupCompilationCacheOperator(BaseOperator):
         elif ready(self.bucket):
             location = scratch_location_for_bucket(self.bucket, param="bucket")
         if location is not None:
-            templated_prefixes = parse_time and any(_templated(p) for p in (self.cache_prefixes or []))
-            if not templated_prefixes and not _templated(self.cache_prefixes):
+            prefixes = self.cache_prefixes
+            later = unrendered(prefixes) or (
+                isinstance(prefixes, (list, tuple)) and any(unrendered(p) for p in prefixes)
+            )
+            if not (parse_time and later):
                 CacheSelector.build(
                     GcsLocation.parse(location),
                     cache_prefixes=self.cache_prefixes,

@@ -8,17 +8,16 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import conf
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
 from airflow_provider_pathways.gke.job_objects import StatusOptions
-from airflow_provider_pathways.gke.ownership import JobRef
+from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
+from airflow_provider_pathways.gke.ownership import JobRef, Release
 from airflow_provider_pathways.gke.queueing import queue_time_left
 from airflow_provider_pathways.gke.resources import JobKind, proxy_address
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec, PathwaysSpecError
 from airflow_provider_pathways.gke.status import (
-    HEAD_REPLICATED_JOB,
-    WORKER_REPLICATED_JOB,
     PathwaysJobStatus,
     Phase,
     format_duration,
@@ -32,6 +31,7 @@ from airflow_provider_pathways.gke.task_spec import (
 )
 from airflow_provider_pathways.gke.wait import (
     WaitUntil,
+    ended_before_ready,
     validate_wait_arguments,
     wait_is_over,
     wait_succeeded,
@@ -40,6 +40,7 @@ from airflow_provider_pathways.links import CloudLoggingLink, GKEWorkloadLink, p
 from airflow_provider_pathways.operators.delete_pathways_job import DeletePathwaysJobOperator
 from airflow_provider_pathways.operators.pathways_job_ownership import FollowedJob
 from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.reattach import Verdict
 from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
 from airflow_provider_pathways.transient import (
@@ -72,12 +73,14 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
     :param name: job name; default: derived from dag, task, run and map index (same on retries).
     :param namespace: namespace; default: the spec's, then the connection's, then ``default``.
     :param kind: ``PathwaysJob`` (needs the controller) or ``JobSet`` (the plain form xpk renders).
-    :param wait_until: ``created``, ``ready`` (head and ``min_slices`` ready) or ``finished``.
+    :param wait_until: ``created``, ``ready`` (head and ``min_slices`` ready; a job that ends
+        first, even successfully, fails the task without retry) or ``finished``.
     :param min_slices: slices needed for ``ready``; default: ``numSlices - elasticSlices``.
     :param labels: extra labels for the job.
     :param annotations: extra annotations for the job.
     :param delete_on: when to delete the job: any of ``success`` (only with ``finished``),
-        ``failure`` (a terminal failure or a timeout) and ``kill``.
+        ``failure`` (a terminal failure, a timeout, or giving up on the last try) and ``kill``. A
+        failed delete is logged and never changes the task's outcome.
     :param kubernetes_conn_id: cncf-kubernetes connection.
     :param deferrable: wait in the triggerer instead of holding a worker slot.
     :param poll_interval: seconds between status reads when not deferrable.
@@ -93,8 +96,9 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
     :param gke_location: GKE cluster location, for the console links (default: connection).
     :param preemption_retries: retries the task gets for preemption and infrastructure failures
         when the DAG sets no ``retries`` (an explicit ``retries`` wins).
-    :param outage_tolerance: seconds an API server outage may last during the wait before the
-        try fails (a shorter one is ridden out).
+    :param outage_tolerance: seconds an API server outage may last during the wait; a longer one
+        raises ``PathwaysWatchLost``: retried, the job kept for the retry to reattach to (deleted
+        per ``delete_on`` on the last try).
     :param queue_name: Kueue LocalQueue to submit to (label ``kueue.x-k8s.io/queue-name``; xpk's is
         ``multislice-queue``). Kueue keeps the job suspended until it admits it: phase ``queued``,
         which is waited for and never counts as preemption.
@@ -122,6 +126,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
     operator_extra_links = (GKEWorkloadLink(), CloudLoggingLink())
     ui_color = "#e8f0fe"
     external_id_key = "pathways_job"
+    left_behind = "it is left for a later try or a DeletePathwaysJobOperator"
 
     def __init__(
         self,
@@ -172,8 +177,8 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
         self.kind = kind
         self.wait_until = wait_until
         self.min_slices = min_slices
-        self.labels = dict(labels or {})
-        self.annotations = dict(annotations or {})
+        self.labels: Any = labels  # mappings once rendered (build_spec())
+        self.annotations: Any = annotations
         self.delete_on = frozenset(delete_on)
         self.kubernetes_conn_id = kubernetes_conn_id
         self.cluster_context = cluster_context
@@ -234,8 +239,8 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
                 task,
                 name=self.name,
                 namespace=self.namespace or spec.namespace or self.hook.resolve_namespace(None),
-                labels=self.labels,
-                annotations=self.annotations,
+                labels=rendered_mapping(self.labels, "labels"),
+                annotations=rendered_mapping(self.annotations, "annotations"),
                 queue_name=self.queue_name,
                 priority_class=self.priority_class,
             )
@@ -253,6 +258,18 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
         return required_slices(spec, self.min_slices)
 
     _identity_pushed = False
+
+    def _clean_up(self, reason: str, *, forget: Context | None = None) -> Release | None:
+        """Delete the job after the outcome is known, as its owner and only while no newer try
+        follows it (:meth:`release`; with ``forget``, the kept job is dropped too). What became of
+        it; None when the delete failed, which is logged and never changes the outcome."""
+        released: list[Release] = [Release.GONE]
+
+        def remove() -> None:
+            released[0] = self.release(reason, forget=forget) or Release.GONE
+
+        job = str(self._job) if self._job is not None else self.describe_job(None)
+        return released[0] if self.clean_up(f"delete {job} ({reason})", remove) else None
 
     def _push_identity(self, context: Context) -> None:
         self._identity_pushed = True
@@ -350,12 +367,18 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
 
     def give_up(self, context: Context, reason: str | None) -> NoReturn:
         """The wait ran out of time: delete the job per ``delete_on`` (always while queued) and fail."""
-        if "failure" in self.delete_on or self._is_queued():
-            self.release("the wait timed out", forget=context)
+        if self.discards_when_giving_up():
+            self._clean_up("the wait timed out", forget=context)
         what = f"{self.followed.namespace}/{self.followed.name} was not {self.wait_until}"
         if reason == "execution_timeout":
             raise AirflowTaskTimeout(f"{what} within the task's execution_timeout ({self.execution_timeout})")
         raise AirflowException(f"{what} within wait_timeout ({self.wait_timeout}s)")
+
+    def discards_when_giving_up(self) -> bool:
+        return "failure" in self.delete_on or self._is_queued()
+
+    def discards_failed_jobs(self) -> bool:
+        return "failure" in self.delete_on
 
     def _is_queued(self) -> bool:
         return self._status is not None and self._status.phase is Phase.QUEUED
@@ -363,13 +386,17 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
     def _give_up_queued(self, context: Context, status: PathwaysJobStatus) -> NoReturn:
         """Queued longer than ``queue_timeout``: delete the job (else it would start later, unwatched)."""
         waited = format_duration(status.queued_for() or 0.0)
-        self.release(f"queued longer than queue_timeout ({self.queue_timeout:g}s)", forget=context)
+        released = self._clean_up(
+            f"queued longer than queue_timeout ({self.queue_timeout:g}s)", forget=context
+        )
+        deleted = released in (Release.DELETE, Release.GONE)
         raise AirflowException(
             f"{status.namespace}/{status.name} stayed queued in LocalQueue {status.queue} for {waited}, "
-            f"longer than queue_timeout ({self.queue_timeout:g}s); the job was deleted: {status.message}"
+            f"longer than queue_timeout ({self.queue_timeout:g}s); the job was "
+            f"{'deleted' if deleted else 'not deleted (see above) and may still start'}: {status.message}"
         )
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any], **newer: Any) -> Any:
         """Resume after the trigger fired."""
         self._spec = self.build_spec(context)
         self.start_try(context, resumed=True)
@@ -394,15 +421,8 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
         except Exception as err:
             self.log.warning("Could not read the program's log: %s", type(err).__name__)
             return
-        if tail:
-            self.log.info(
-                "Last lines of %s/%s, container %r:",
-                status.namespace,
-                status.name,
-                self.spec.controller.main_container_name,
-            )
-            for line in tail.rstrip().splitlines():
-                self.log.info("  | %s", line)
+        container = self.spec.controller.main_container_name
+        self.log_tail(f"Last lines of {status.namespace}/{status.name}, container {container!r}:", tail)
 
     def _result(self, status: PathwaysJobStatus) -> dict[str, Any]:
         return {
@@ -431,13 +451,18 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
             if status.phase is Phase.SUCCEEDED:
                 self.remember_outcome(context, Verdict.SUCCEEDED, status.to_dict())
                 if "success" in self.delete_on:
-                    self.release("succeeded")
+                    self._clean_up("succeeded")
             return self._result(status)
+        early = ended_before_ready(status, self.wait_until)
         failure = status.failure or FailureClass.UNKNOWN
-        if "failure" in self.delete_on:
-            self.release(f"failed: {failure.value}", forget=context)  # a retry submits a fresh job
-        else:  # kept: a new try judges it again, and never stops at this reported failure
+        reason = "ended before it was ready" if early else f"failed: {failure.value}"
+        released = None
+        if "failure" in self.delete_on:  # a retry submits a fresh job
+            released = self._clean_up(reason, forget=context)
+        if released is None:  # kept: a new try judges it again, and never stops at this reported failure
             self.remember_outcome(context, Verdict.FAILED)
+        if early:
+            raise AirflowFailException(early)
         raise PathwaysJobFailed.for_class(
             failure,
             f"{status.namespace}/{status.name}: {status.message or status.phase.value}",

@@ -21,6 +21,7 @@ from airflow_provider_pathways.gke.ownership import (
     owner_labels,
 )
 from airflow_provider_pathways.gke.resources import JobKind
+from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.gke.task_spec import manifest_for
 from airflow_provider_pathways.hooks.kubernetes_owned import (
     mark_followed,
@@ -28,6 +29,7 @@ from airflow_provider_pathways.hooks.kubernetes_owned import (
     release_job,
 )
 from airflow_provider_pathways.reattach import JobJudgement, KeptJob
+from airflow_provider_pathways.transient import describe_error
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -48,6 +50,8 @@ class FollowedJob:
         kind: str
 
         def forget_job(self, context: Context | None) -> None: ...
+
+        def discards_failed_jobs(self) -> bool: ...
 
         @property
         def hook(self) -> PathwaysJobHook: ...
@@ -132,6 +136,8 @@ class FollowedJob:
                 self.log.info("Reattaching to %s, created by an earlier try of this task instance", ref)
                 self._job = ref
                 return ref.to_id()
+            if status.phase is not Phase.SUCCEEDED and self._remove_unkept(ref, status):
+                continue
             ended.add(ref.name)
         name = self.spec.name or ""
         if name in ended and self._try_number is not None:
@@ -158,6 +164,26 @@ class FollowedJob:
         self.log.info("Created %s (uid %s)", self._job, self._job.uid)
         return self._job.to_id()
 
+    def _remove_unkept(self, ref: JobRef, status: PathwaysJobStatus) -> bool:
+        """An ended, unsuccessful job of the task instance that ``delete_on`` would have deleted but
+        nobody did (no try saw its end, e.g. after ``wait_until="created"``, or its delete failed):
+        delete it, so that the fresh job takes its name. False when it stays (kept by ``delete_on``,
+        followed by a newer try, or its delete failed: the fresh job is then named for the try)."""
+        if not self.discards_failed_jobs():
+            return False
+        reason = f"ended ({status.phase.value}); replaced by this try's job"
+        try:
+            released = release_job(self.hook, ref, self._owner(), self._try_number)
+            self.log.info("%s", describe_release(released, ref, reason))
+            if released is Release.DELETE:
+                self.hook.wait_until_deleted(
+                    ref.name, ref.namespace, JobKind(ref.kind), self.deletion_timeout
+                )
+        except Exception as err:
+            self.log.warning("Could not delete %s (%s): %s", ref, reason, describe_error(err))
+            return False
+        return released in (Release.DELETE, Release.GONE)
+
     def release(self, reason: str, *, forget: Context | None = None) -> Release | None:
         """Delete the followed job unless it is not this task instance's or a newer try follows it;
         with ``forget`` (the try's context), also drop the kept job, unless a newer try follows it
@@ -174,6 +200,16 @@ class FollowedJob:
         if self.release(reason) is Release.DELETE and wait:
             ref = self.followed
             self.hook.wait_until_deleted(ref.name, ref.namespace, JobKind(ref.kind), self.deletion_timeout)
+
+    def discard_given_up(self, external_id: JsonValue, context: Context) -> bool:
+        """The last try gave up on its job: delete it unless a newer try follows it (then the kept
+        job stays, for that try's retry to reattach through)."""
+        if self._job is None:
+            self._job = JobRef.from_id(external_id, self.kind)
+        released = self.release("the task gave up on it", forget=context)
+        if released is None:  # not a job id this version reads: nothing to delete
+            self.forget_job(context)
+        return released is not Release.SUPERSEDED
 
     def trigger_ownership(self) -> Mapping[str, Any]:
         """What the trigger needs to delete the job on kill under the same rules."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_provider_pathways.failures import PathwaysWatchLost
 from airflow_provider_pathways.reattach import (
     JobJudgement,
     KeptJob,
@@ -75,6 +76,8 @@ class ReattachingJobOperator(BaseOperator):
     """
 
     external_id_key: str = "job"
+    #: What becomes of a job whose cleanup failed, for the warning.
+    left_behind: str = "it may still exist"
     poll_interval: float
     outage_tolerance: float
 
@@ -112,13 +115,92 @@ class ReattachingJobOperator(BaseOperator):
     def give_up(self, context: Context, reason: str | None) -> NoReturn:
         """The wait ran out of time (``reason``: the limit): clean up per policy and fail the try."""
 
+    @abstractmethod
+    def discards_when_giving_up(self) -> bool:
+        """Whether a job the task gives up on is deleted or cancelled (``delete_on``/``cancel_on_kill``)."""
+
+    def discards_failed_jobs(self) -> bool:
+        """Whether the task deletes a job that failed (``failure`` in ``delete_on``): a new try then
+        deletes one whose reported failure an earlier try could not clean up before it submits a
+        fresh job."""
+        return False
+
     def check_trigger_event(self, context: Context, event: dict[str, Any]) -> None:
-        """The answers every trigger may give: a timeout gives up (:meth:`give_up`), an error fails
-        the try."""
+        """The answers every trigger may give: a timeout gives up (:meth:`give_up`), an error loses
+        sight of the job (:meth:`lose_sight`)."""
         if event.get("status") == "timeout":
             self.give_up(context, event.get("reason"))
         if event.get("status") == "error":
-            raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
+            self.lose_sight(context, event.get("message") or f"unexpected trigger event {event!r}")
+
+    def log_tail(self, title: str, tail: str) -> None:
+        """Copy the end of the job's output into the task log under ``title``, one ``  |`` line each."""
+        if tail.strip():
+            self.log.info("%s", title)
+            for line in tail.rstrip().splitlines():
+                self.log.info("  | %s", line)
+
+    def clean_up(self, action: str, remove: Callable[[], object]) -> bool:
+        """Delete or cancel the job once the try's outcome is known (``remove``); a failure is logged
+        (``Could not <action>``, and :attr:`left_behind`) and never changes that outcome. True when
+        it worked."""
+        try:
+            remove()
+        except Exception as err:
+            self.log.warning("Could not %s: %s; %s", action, describe_error(err), self.left_behind)
+            return False
+        return True
+
+    def lose_sight(self, context: Context, message: str, error: BaseException | None = None) -> NoReturn:
+        """The task can no longer follow its job, which may still be running: raise
+        :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`. When a retry will follow, the
+        job is kept and the retry reattaches to it; on the last try it is deleted or cancelled (per
+        :meth:`discards_when_giving_up`), so that it does not run unwatched."""
+        store = context.get("task_state_store")
+        stored = store.get(self.external_id_key) if store is not None else None
+        external_id = KeptJob.from_stored(stored).job if stored is not None else None
+        if external_id is None:
+            note = ""
+        elif self._will_retry(context, PathwaysWatchLost(message)):
+            note = f"; {self.describe_job(external_id)} is kept, and the next try reattaches to it"
+        elif not self.discards_when_giving_up():
+            note = f"; {self.describe_job(external_id)} is left running, as the task's cleanup policy says"
+        else:
+            try:
+                discarded = self.discard_given_up(external_id, context)
+            except Exception as err:
+                note = (
+                    f"; {self.describe_job(external_id)} could not be deleted or cancelled either "
+                    f"({describe_error(err)}) and may still be running: end it by hand"
+                )
+            else:
+                note = (
+                    f"; this was the last try, so {self.describe_job(external_id)} was deleted or cancelled"
+                    if discarded
+                    else f"; {self.describe_job(external_id)} is left to the newer try that follows it"
+                )
+        raise PathwaysWatchLost(f"{message}{note}") from error
+
+    def discard_given_up(self, external_id: JsonValue, context: Context) -> bool:
+        """Delete or cancel a job the last try gave up on, and drop the kept job; False when it is
+        left (and kept) for a newer try that follows it."""
+        self.discard_job(external_id, "the task gave up on it")
+        self.forget_job(context)
+        return True
+
+    def _will_retry(self, context: Context, error: BaseException) -> bool:
+        """Whether Airflow will retry this try when it fails with ``error``: tries are left
+        (Airflow never retries beyond ``retries``) and the retry policy does not fail it."""
+        from airflow.sdk.definitions.retry_policy import RetryAction
+
+        ti = context.get("ti")
+        try_number, max_tries = getattr(ti, "try_number", None), getattr(ti, "max_tries", None)
+        if not isinstance(try_number, int) or not isinstance(max_tries, int) or try_number > max_tries:
+            return False
+        policy = getattr(self, "retry_policy", None)
+        if policy is None:
+            return True
+        return policy.evaluate(error, try_number, max_tries, context).action is not RetryAction.FAIL
 
     def poll(
         self,
@@ -137,12 +219,16 @@ class ReattachingJobOperator(BaseOperator):
             try:
                 observed = look()
             except Exception as err:
-                if not is_transient(err):
+                if isinstance(err, AirflowException):
                     raise
+                if not is_transient(err):
+                    self.lose_sight(
+                        context, f"reading the job from {service} failed: {describe_error(err)}", err
+                    )
                 try:
                     delay = outage.failed(err, describe_error(err))
                 except OutageTooLong as too_long:
-                    raise AirflowException(str(too_long)) from err
+                    self.lose_sight(context, str(too_long), err)
                 if outage.failures == 1:
                     self.log.warning(
                         "%s is unreachable (%s); retrying for up to %gs",
@@ -174,7 +260,17 @@ class ReattachingJobOperator(BaseOperator):
                     self.external_id_key,
                 )
                 return self.finish_job(context, kept.job, self.recall_outcome(kept.outcome))
-            judgement = self.judge_job(kept.job, context)
+            try:
+                judgement = self.judge_job(kept.job, context)
+            except AirflowException:
+                raise
+            except Exception as err:
+                self.lose_sight(
+                    context,
+                    f"could not read {self.describe_job(kept.job)}, submitted by an earlier try: "
+                    f"{describe_error(err)}",
+                    err,
+                )
             if judgement is not None:
                 result = self._reattach(kept, judgement, context)
                 if result is not _SUBMIT:
@@ -200,6 +296,22 @@ class ReattachingJobOperator(BaseOperator):
             return self.finish_job(context, stored)
         failure = judgement.failure.value if judgement.failure else "unknown"
         if action is ReattachAction.SUBMIT:
+            if judgement.failure is None:  # it ended before a wait_until="ready" try saw it ready
+                self.log.warning(
+                    "%s ended and an earlier try reported the task's failure; submitting a fresh job, "
+                    "the ended one is left as it is",
+                    job,
+                )
+                return _SUBMIT
+            if self.discards_failed_jobs():  # the try that reported it could not delete it
+                self.log.warning(
+                    "%s failed (%s) and an earlier try reported it; deleting it and submitting a fresh job",
+                    job,
+                    failure,
+                )
+                reason = f"replaced after {failure}"
+                self.clean_up(f"delete {job} ({reason})", lambda: self.discard_job(stored, reason, wait=True))
+                return _SUBMIT
             self.log.warning(
                 "%s failed (%s) and an earlier try reported it; submitting a fresh job, the failed "
                 "one is left as it is",

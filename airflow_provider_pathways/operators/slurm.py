@@ -67,7 +67,9 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         default: the cluster's ``JobRequeue``.
     :param preemption_retries: retries for preemption and infrastructure failures when the DAG
         sets no ``retries``.
-    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait.
+    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait; a
+        longer one raises :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried
+        with the job kept, or on the last try with the job cancelled (``cancel_on_kill``).
     """
 
     template_fields: Sequence[str] = (
@@ -109,12 +111,17 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         self.service_job_key = service_job_key
 
     def input_problems(self) -> list[str]:
-        return super().input_problems() + service_problems(
+        problems = super().input_problems()
+        try:
+            environment = self.rendered_environment()
+        except TypeError:  # named by the base's problems
+            environment = {}
+        return problems + service_problems(
             slice_shape=self.slice_shape,
             min_slices=self.min_slices,
             max_slices=self.max_slices,
             gcs_bucket=self.gcs_bucket,
-            environment=self.environment,
+            environment=environment,
         )
 
     def submit_job(self, context: Context) -> JsonValue:
@@ -130,7 +137,7 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
 
     def submission_environment(self) -> dict[str, str]:
         return service_environment(
-            self.environment,
+            self.rendered_environment(),
             slice_shape=self.slice_shape,
             min_slices=self.min_slices,
             max_slices=self.max_slices,
@@ -175,9 +182,11 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
             self._last_reason = check.readiness.reason
         return check if check.service_ended or check.readiness.ready else None
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], job_id: int | None = None, **newer: Any
+    ) -> dict[str, Any]:
         """Resume after the readiness trigger fired."""
-        self.resume(context, event)
+        self.resume(context, event, job_id)
         if event.get("status") == "service_ended":
             job = SlurmJob.from_dict(event["job"]) if event.get("job") else None
             return self.finish_job(
@@ -232,11 +241,14 @@ class SlurmJobOperator(SlurmJobBaseOperator):
     """
     Submit a batch script (e.g. the Pathways workload) and follow it to its end.
 
-    ``COMPLETED`` succeeds; ``FAILED``/``NonZeroExitCode`` and ``OUT_OF_MEMORY`` fail without
-    retry (exit code and output tail in the error); ``PREEMPTED``, ``NODE_FAIL`` and
-    ``BOOT_FAIL`` raise :class:`~airflow_provider_pathways.failures.PathwaysPreempted`, which
-    ``PathwaysRetryPolicy`` retries with backoff; ``TIMEOUT`` and ``CANCELLED`` fail with their
-    reason. A requeued job is followed through its rerun (Slurm keeps its id).
+    How each end state ends the task is the table in ``docs/operators/slurm_job.rst`` (a test
+    holds it to :func:`~airflow_provider_pathways.slurm.outcome.job_outcome`): ``COMPLETED``
+    succeeds, a failing program fails without retry, ``PREEMPTED`` is retried as preemption,
+    ``NODE_FAIL``/``BOOT_FAIL`` as an infrastructure failure. A requeued job is followed through
+    its rerun (Slurm keeps its id). A job the cluster
+    forgot before its end was seen (purged after ``MinJobAge`` on a cluster without accounting)
+    has an unknown outcome: :class:`~airflow_provider_pathways.failures.PathwaysOutcomeUnknown`,
+    never retried, so that the program does not run twice unless you say so.
 
     :param script_path: the script on the cluster; or ``script``: its text, uploaded.
     :param environment: extra environment variables (arrive byte-for-byte).
@@ -246,13 +258,32 @@ class SlurmJobOperator(SlurmJobBaseOperator):
     :param log_tail_lines: lines of the job's output copied into the task log at the end.
     :param preemption_retries: retries for preemption and infrastructure failures when the DAG
         sets no ``retries``.
-    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait.
+    :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait; a
+        longer one raises :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried
+        with the job kept, or on the last try with the job cancelled (``cancel_on_kill``).
+    :param resubmit_if_outcome_unknown: when the job's outcome is unknown, treat it as an
+        infrastructure failure instead: the try is retried and a retry submits a fresh job, so the
+        program may run twice. Only for programs that may safely run again.
     """
 
-    def __init__(self, *, log_tail_lines: int = 40, **kwargs: Any) -> None:
+    def __init__(
+        self, *, log_tail_lines: int = 40, resubmit_if_outcome_unknown: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.log_tail_lines = log_tail_lines
+        self.resubmit_if_outcome_unknown = resubmit_if_outcome_unknown
         self._last_state = ""
+
+    def lost_job(self, job_id: int, lost: str = "") -> tuple[FailureClass, str]:
+        """Unknown outcome: not resubmitted unless ``resubmit_if_outcome_unknown``."""
+        what = lost or f"Slurm job {job_id} is no longer known to the cluster; its end is unknown"
+        if self.resubmit_if_outcome_unknown:
+            return FailureClass.INFRASTRUCTURE, f"{what}; resubmitting (resubmit_if_outcome_unknown=True)"
+        return FailureClass.OUTCOME_UNKNOWN, (
+            f"{what}: whether its program ran, and how it ended, is unknown. It is not submitted again "
+            "so that the program does not run twice; check its output and clear this task to run it "
+            "again, or set resubmit_if_outcome_unknown=True to resubmit in such a case"
+        )
 
     def trigger(self, deadline: Deadline) -> BaseTrigger:
         from airflow_provider_pathways.triggers.slurm import SlurmJobTrigger
@@ -274,9 +305,11 @@ class SlurmJobOperator(SlurmJobBaseOperator):
             self._last_state = state
         return None
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], job_id: int | None = None, **newer: Any
+    ) -> dict[str, Any]:
         """Resume after the job trigger fired."""
-        self.resume(context, event)
+        self.resume(context, event, job_id)
         if event.get("status") != "done":
             raise AirflowException(f"unexpected trigger event {event!r}")
         job = SlurmJob.from_dict(event["job"]) if event.get("job") else None
@@ -299,17 +332,10 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         job, lost = observed if observed is not None else self.get_job_or_loss(job_id)
         if job is None:
             self.forget_job(context)
-            raise PathwaysJobFailed.for_class(
-                FailureClass.INFRASTRUCTURE,
-                lost or f"Slurm job {job_id} is no longer known to the cluster; its end is unknown",
-                job=str(job_id),
-            )
+            raise PathwaysJobFailed.for_class(*self.lost_job(job_id, lost), job=str(job_id))
         judgement = self.judgement(job)
         tail = self._output_tail(job)
-        if tail:
-            self.log.info("Last lines of the output of Slurm job %s (%s):", job_id, job.std_out)
-            for line in tail.splitlines():
-                self.log.info("  | %s", line)
+        self.log_tail(f"Last lines of the output of Slurm job {job_id} ({job.std_out}):", tail)
         context["ti"].xcom_push(key="job", value=job.to_dict())
         if judgement.verdict is Verdict.SUCCEEDED:
             return {"job_id": job_id, "state": job.state, "exit_code": job.exit_code, "reason": job.reason}

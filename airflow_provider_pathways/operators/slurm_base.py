@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysSpecRejected
 from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.reattach import JobJudgement, Verdict
 from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
 from airflow_provider_pathways.slurm.errors import SlurmJobLost
@@ -41,6 +42,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
     """Submission, reattachment (``task_state_store``), the wait and cancellation of one Slurm job."""
 
     external_id_key = "slurm_job_id"
+    left_behind = "it may still be running: cancel it with CancelSlurmJobOperator or scancel"
     #: What every Slurm job operator templates (subclasses add their own).
     template_fields: Sequence[str] = (
         "script",
@@ -89,7 +91,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         self.slurm_conn_id = slurm_conn_id
         self.script = script
         self.script_path = script_path
-        self.environment = dict(environment or {})
+        self.environment: Any = environment  # a mapping once rendered (execute())
         self.job_name = job_name
         self.partition = partition
         self.account = account
@@ -97,7 +99,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         self.time_limit = time_limit
         self.working_directory = working_directory
         self.output_path = output_path
-        self.sbatch_options = dict(sbatch_options or {})
+        self.sbatch_options: Any = sbatch_options
         self.requeue = requeue
         self.cancel_on_kill = cancel_on_kill
         self.deferrable = deferrable
@@ -113,13 +115,22 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
 
         return SlurmHook(slurm_conn_id=self.slurm_conn_id)
 
+    def rendered_environment(self) -> dict[str, Any]:
+        """``environment`` once rendered (TypeError naming it when it is not a mapping)."""
+        return rendered_mapping(self.environment, "environment")
+
     def submission_environment(self) -> dict[str, str]:
         """Environment given to the job."""
-        return environment_text(self.environment)
+        return environment_text(self.rendered_environment())
 
     def input_problems(self) -> list[str]:
         """Problems with the operator's arguments; checked before anything is submitted."""
-        return script_problems(self.script, self.script_path) + environment_problems(self.environment)
+        problems = script_problems(self.script, self.script_path)
+        try:
+            rendered_mapping(self.sbatch_options, "sbatch_options")
+            return problems + environment_problems(self.rendered_environment())
+        except TypeError as err:
+            return [*problems, str(err)]
 
     def submission_request(self, context: Context) -> SubmitRequest:
         """The submission, every field checked (ValueError/TypeError naming the field)."""
@@ -135,7 +146,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             working_directory=self.working_directory,
             output=self.output_path,
             requeue=self.requeue,
-            extra_options=self.sbatch_options,
+            extra_options=rendered_mapping(self.sbatch_options, "sbatch_options"),
         )
 
     def execute(self, context: Context) -> Any:
@@ -160,10 +171,15 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         try:
             job = self.hook.get_job(int(external_id), required=True)  # type: ignore[arg-type]
         except SlurmJobLost as lost:
-            return JobJudgement.failed(FailureClass.INFRASTRUCTURE, str(lost))
+            return JobJudgement.failed(*self.lost_job(int(external_id), str(lost)))  # type: ignore[arg-type]
         assert job is not None
         self._job_id = job.job_id
         return self.judgement(job)
+
+    def lost_job(self, job_id: int, lost: str = "") -> tuple[FailureClass, str]:
+        """The failure class and message of a job the cluster forgot before its end was seen: an
+        infrastructure failure by default (a fresh job is submitted)."""
+        return FailureClass.INFRASTRUCTURE, lost or f"Slurm job {job_id} is no longer known to the cluster"
 
     def get_job_or_loss(self, job_id: int) -> tuple[SlurmJob | None, str]:
         """The job, or None and why its end is unknown (slurmctld forgot it, no accounting)."""
@@ -188,7 +204,11 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         context["ti"].xcom_push(key="job_id", value=self._job_id)
         deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
-            self.defer(trigger=self.trigger(deadline), method_name="execute_complete")
+            self.defer(
+                trigger=self.trigger(deadline),
+                method_name="execute_complete",
+                kwargs={"job_id": self._job_id},
+            )
         observed = self.poll(
             context,
             deadline,
@@ -220,8 +240,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
 
     def give_up(self, context: Context, reason: str | None) -> NoReturn:
         """The wait ran out of time: cancel the job (with ``cancel_on_kill``) and fail the try."""
-        if self.cancel_on_kill:
-            self._cancel("the wait timed out")
+        if self.cancel_on_kill and self._clean_up("the wait timed out"):
             self.forget_job(context)
         what = f"Slurm job {self._job_id} was not {self.waiting_for}"
         if reason == "execution_timeout":
@@ -230,10 +249,19 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
 
     waiting_for = "done"
 
-    def resume(self, context: Context, event: dict[str, Any]) -> None:
-        """Common checks when the trigger fired: the job id back, timeouts and trigger errors."""
-        self._job_id = int(context["ti"].xcom_pull(task_ids=self.task_id, key="job_id"))
+    def discards_when_giving_up(self) -> bool:
+        return self.cancel_on_kill
+
+    def resume(self, context: Context, event: dict[str, Any], job_id: int | None) -> None:
+        """Common checks when the trigger fired: the job id back (from the operator's ``kwargs``, else
+        the event; both this task instance's own, also when it is mapped), timeouts and trigger
+        errors."""
+        self._job_id = int(job_id if job_id is not None else event["job_id"])
         self.check_trigger_event(context, event)
+
+    def _clean_up(self, reason: str) -> bool:
+        """Cancel the job after the outcome is known; a failure never changes the outcome."""
+        return self.clean_up(f"cancel Slurm job {self._job_id} ({reason})", lambda: self._cancel(reason))
 
     def _cancel(self, reason: str) -> None:
         if self._job_id is None:

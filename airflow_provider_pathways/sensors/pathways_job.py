@@ -13,10 +13,10 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
 from airflow_provider_pathways.gke.job_objects import StatusOptions
+from airflow_provider_pathways.gke.judgement import judge_status
+from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
 from airflow_provider_pathways.gke.resources import JobKind, proxy_address
 from airflow_provider_pathways.gke.status import (
-    HEAD_REPLICATED_JOB,
-    WORKER_REPLICATED_JOB,
     PathwaysJobStatus,
     Phase,
 )
@@ -34,8 +34,9 @@ class PathwaysJobReadySensor(BaseSensorOperator):
     Wait until the job's head is ready and at least ``min_slices`` worker slices are ready.
 
     Returns (and pushes to XCom) the proxy address ``grpc://<name>-pathways-head-0-0.<name>:29000``.
-    Fails at once, without retries, when the job failed, was rejected or was deleted. A suspended
-    job is waited for, since the queue resumes it.
+    Fails at once, without a retry whatever the task's ``retries``, when the job failed, was
+    rejected or was deleted: only making the job again helps. A suspended job is waited for, since
+    the queue resumes it.
 
     :param job_name: the job's name (templated).
     :param namespace: its namespace; default: the connection's, then ``default``.
@@ -100,17 +101,20 @@ class PathwaysJobReadySensor(BaseSensorOperator):
         return value
 
     def _check(self, status: PathwaysJobStatus) -> str | None:
-        """The proxy address when ready; raises when the job can never become ready."""
+        """The proxy address when ready; raises, not to be retried, when the job can never become
+        ready (a retry of the sensor would only watch the same dead job)."""
         need = self._min_slices() or status.slices_total
         if status.terminal:
-            failure = status.failure or FailureClass.UNKNOWN
             if status.phase is Phase.SUCCEEDED:
                 raise AirflowFailException(f"{status.namespace}/{status.name} finished before it was ready")
+            failure = judge_status(status).failure or FailureClass.UNKNOWN
             raise PathwaysJobFailed.for_class(
                 failure,
-                f"{status.namespace}/{status.name} will never be ready ({failure.value}): {status.message}",
+                f"{status.namespace}/{status.name} will never be ready ({failure.value}): {status.message}; "
+                "only a new job can become ready: clear the task that made it together with this sensor",
                 job=status.name,
                 exit_code=status.exit_code,
+                retry=False,
             )
         if status.slices_total and need > status.slices_total:
             raise AirflowFailException(
@@ -155,7 +159,7 @@ class PathwaysJobReadySensor(BaseSensorOperator):
         timeout = self.timeout
         return timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+    def execute_complete(self, context: Context, event: dict[str, Any], **newer: Any) -> str:
         """Resume after the trigger fired."""
         if event.get("status") == "timeout":
             raise AirflowSensorTimeout(f"{self.job_name} was not ready within {self._timeout_seconds()}s")

@@ -36,9 +36,10 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
     Ready when the file exists, was written after the service job started (a file left by an
     earlier run never counts; nor does one naming another service job), holds the proxy address
     (``grpc://host:port`` or ``host:port``), and, with ``min_slices``, at least that many worker
-    array tasks are RUNNING. Fails at once, naming the job's state and reason, if the service job
-    ended. Returns ``{"proxy_address", "values", "running_slices", "worker_array_job_id"}`` and
-    pushes ``proxy_address`` to XCom. The file is parsed, never executed.
+    array tasks are RUNNING. Fails at once, without a retry whatever the task's ``retries``, naming
+    the job's state and reason, if the service job ended. Returns ``{"proxy_address", "values",
+    "running_slices", "worker_array_job_id"}`` and pushes ``proxy_address`` to XCom. The file is
+    parsed, never executed.
 
     :param service_job_id: the service job's id (templated, e.g. from the service operator).
     :param slurm_conn_id: a ``pathways_slurm`` connection.
@@ -120,11 +121,13 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
         return job_id
 
     def _fail_ended(self, job: dict[str, Any] | None) -> NoReturn:
+        """Fail, not to be retried: a retry of the sensor would only watch the same ended job."""
         if job is None:
             raise PathwaysJobFailed.for_class(
                 FailureClass.INFRASTRUCTURE,
                 f"the Pathways service job {self.service_job_id} is no longer known to the cluster",
                 job=str(self.service_job_id),
+                retry=False,
             )
         ended = SlurmJob.from_dict(job)
         outcome, failure, message = job_outcome(ended)
@@ -137,6 +140,7 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
             f"{message}",
             job=str(ended.job_id),
             exit_code=ended.exit_code,
+            retry=False,
         )
 
     def _ready(self, context: Context, readiness: dict[str, Any]) -> dict[str, Any]:
@@ -180,7 +184,7 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
         )
         return None
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any], **newer: Any) -> dict[str, Any]:
         """Resume after the trigger fired."""
         status = event.get("status")
         if status == "service_ended":

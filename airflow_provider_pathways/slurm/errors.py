@@ -43,9 +43,10 @@ class SlurmCommandError(SlurmError):
 class SlurmJobLost(SlurmError):
     """A job this caller submitted is gone: slurmctld no longer knows it (MinJobAge after its end,
     300 s by default) and the cluster keeps no accounting, or accounting has no record of it. Its
-    end is unknown; callers treat it as an infrastructure failure, never as success."""
+    end is unknown, and so is whether its program ran: callers report an unknown outcome, never
+    success, and never run the program again by themselves."""
 
-    failure_class = "infrastructure"
+    failure_class = "outcome_unknown"
 
     def __init__(self, job_id: int, *, accounting: bool) -> None:
         where = (

@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
+from airflow_provider_pathways.payloads import known_fields
 from airflow_provider_pathways.slurm.states import REQUEUE_FLAGS, TERMINAL_STATES
 
 
@@ -82,8 +83,7 @@ class SlurmJob:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SlurmJob:
         """Inverse of :meth:`to_dict`; unknown keys are ignored."""
-        known = {f.name for f in fields(cls)}
-        values: dict[str, Any] = {k: v for k, v in data.items() if k in known}
+        values = known_fields(cls, data)
         for key in ("start_time", "submit_time", "end_time"):
             if isinstance(values.get(key), str):
                 values[key] = datetime.fromisoformat(values[key])

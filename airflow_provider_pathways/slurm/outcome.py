@@ -22,9 +22,10 @@ def job_outcome(job: SlurmJob) -> tuple[JobOutcome, FailureClass | None, str]:
 
     * ``COMPLETED`` → SUCCEEDED.
     * A launch failure: the program never started (reason ``JobLaunchFailure``, 22.05; or, 24.11
-      and later, an exit "signal" that is a slurmd error code, ``0:53`` for ``ESLURMD_IO_ERROR``
-      when the output file cannot be opened; see :data:`SLURMD_LAUNCH_ERRORS`) → FAILED,
-      ``INFRASTRUCTURE``.
+      and later, an exit "signal" that is a slurmd error code; see :data:`SLURMD_LAUNCH_ERRORS`)
+      → FAILED, ``INFRASTRUCTURE``; except ``0:53``, ``ESLURMD_IO_ERROR``: the job's own
+      ``--output``/``--error`` file cannot be opened (its directory does not exist or is not
+      writable), a mistake in the submission that a retry repeats → FAILED, ``SPEC_REJECTED``.
     * ``FAILED`` (``NonZeroExitCode``, ``RaisedSignal``), ``OUT_OF_MEMORY`` and ``SPECIAL_EXIT`` →
       FAILED, ``USER_PROGRAM_FAILED``; the message has the exit code or signal. A ``FAILED`` job
       with another reason → FAILED, ``UNKNOWN``.
@@ -45,6 +46,14 @@ def job_outcome(job: SlurmJob) -> tuple[JobOutcome, FailureClass | None, str]:
     if state == "COMPLETED":
         return JobOutcome.SUCCEEDED, None, f"{label} completed"
     launch_error = launch_failure(job)
+    if launch_error is not None and job.exit_signal in _SUBMISSION_LAUNCH_SIGNALS:
+        return (
+            JobOutcome.FAILED,
+            FailureClass.SPEC_REJECTED,
+            f"{label} never started its program: {launch_error} ({state}, exit code "
+            f"{job.exit_code}:{job.exit_signal}); check that the directory of --output/--error "
+            f"(output_path) exists on the compute nodes and the job's user may write there{because}",
+        )
     if launch_error is not None:
         return (
             JobOutcome.FAILED,
@@ -119,6 +128,8 @@ SLURMD_LAUNCH_ERRORS = {
     4033: "ESLURMD_CPU_LAYOUT_ERROR",
 }
 _LAUNCH_SIGNALS = {code & 0x7F: name for code, name in SLURMD_LAUNCH_ERRORS.items()}
+#: Launch errors caused by the submission itself, not the node: ESLURMD_IO_ERROR.
+_SUBMISSION_LAUNCH_SIGNALS = frozenset({4021 & 0x7F})
 
 
 def launch_failure(job: SlurmJob) -> str | None:

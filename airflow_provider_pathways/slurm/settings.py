@@ -13,6 +13,19 @@ if TYPE_CHECKING:
 
 DEFAULT_REST_PORT = 6820
 DEFAULT_SSH_PORT = 22
+TRANSPORTS = ("rest", "ssh")
+
+
+def _positive_int(value: Any, name: str, fail: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise fail(f"extra {name!r} must be a whole number of seconds, got {value!r}") from None
+    if number < 1:
+        raise fail(f"extra {name!r} must be at least 1 second, got {number}")
+    return number
 
 
 def _bool(value: Any, default: bool, name: str) -> bool:
@@ -33,17 +46,22 @@ class SlurmSettings:
     """What the hook needs from the Airflow connection (secrets are kept out of ``repr``)."""
 
     conn_id: str
-    transport: str
     host: str
     port: int
     login: str
+    transport: str = "rest"
     password: str | None = dataclasses.field(default=None, repr=False)
     # REST
     api_version: str = "auto"
     scheme: str = "http"
     verify_ssl: bool = True
     token_file: str | None = None
-    shared_fs: bool = True
+    # Mint tokens of this lifespan (seconds) with ``scontrol token`` on ssh_host, renewed before
+    # they expire and when slurmrestd refuses one.
+    token_lifespan: int | None = None
+    # Whether this machine sees the cluster's filesystem: never assumed (Airflow off the cluster,
+    # e.g. Cloud Composer, does not).
+    shared_fs: bool = False
     # SSH (the SSH transport, or file access for REST through ssh_host)
     ssh_host: str | None = None
     ssh_port: int = DEFAULT_SSH_PORT
@@ -79,9 +97,9 @@ class SlurmSettings:
         def fail(message: str) -> ValueError:
             return ValueError(f"Slurm connection {conn_id!r}: {message}")
 
-        transport = str(extra.get("transport") or "").strip().lower()
-        if transport not in ("rest", "ssh"):
-            raise fail("extra 'transport' must be 'rest' or 'ssh'")
+        transport = str(extra.get("transport") or default("transport")).strip().lower()
+        if transport not in TRANSPORTS:
+            raise fail(f"extra 'transport' must be 'rest' or 'ssh', got {transport!r}")
         host = (conn.host or "").strip()
         scheme = str(extra.get("scheme") or "").strip().lower() or None
         host_scheme = None
@@ -102,12 +120,12 @@ class SlurmSettings:
         try:
             port = int(conn.port or extra.get("port") or default_port)
             ssh_port = int(extra.get("ssh_port") or (port if transport == "ssh" else DEFAULT_SSH_PORT))
-            connect_timeout = float(extra.get("connect_timeout") or 15.0)
-            command_timeout = float(extra.get("command_timeout") or 120.0)
-            request_timeout = float(extra.get("request_timeout") or 60.0)
+            connect_timeout = float(extra.get("connect_timeout") or default("connect_timeout"))
+            command_timeout = float(extra.get("command_timeout") or default("command_timeout"))
+            request_timeout = float(extra.get("request_timeout") or default("request_timeout"))
         except (TypeError, ValueError) as err:
             raise fail(f"port and timeouts must be numbers ({err})") from None
-        api_version = str(extra.get("api_version") or "auto").strip()
+        api_version = str(extra.get("api_version") or default("api_version")).strip()
         if api_version != "auto":
             from airflow_provider_pathways.slurm.api_versions import (
                 SUPPORTED_API_RANGE,
@@ -124,16 +142,32 @@ class SlurmSettings:
             scheme = "https"
         scheme = scheme or host_scheme or ("https" if port == 443 else "http")
         ssh_host = (str(extra.get("ssh_host") or "").strip() or None) if transport == "rest" else host
-        # REST files: an ssh_host is the file access when set; else this machine's filesystem unless
-        # shared_fs is false (the UI's switch shows the same default: on).
-        shared_fs = transport == "rest" and _bool(extra.get("shared_fs"), True, "shared_fs") and not ssh_host
+        # REST files: an ssh_host is the file access when set; else this machine's filesystem when
+        # shared_fs says it sees the cluster's paths; with neither, nothing could read a job's output
+        # or cluster.env, so the connection is refused.
+        declared_shared = _bool(extra.get("shared_fs"), default("shared_fs"), "shared_fs")
+        shared_fs = transport == "rest" and declared_shared and not ssh_host
+        if transport == "rest" and not ssh_host and not shared_fs:
+            raise fail(
+                "REST alone cannot read job files (output, cluster.env): set extra ssh_host (a login "
+                "node; files over SFTP) or shared_fs=true (this machine sees the cluster's filesystem)"
+            )
         token_file = str(extra.get("token_file") or "").strip() or None
+        token_lifespan = _positive_int(extra.get("token_lifespan"), "token_lifespan", fail)
+        if token_lifespan and (transport != "rest" or not ssh_host):
+            raise fail(
+                "extra 'token_lifespan' mints tokens with scontrol token over SSH: it needs transport "
+                "'rest' and an ssh_host (the login node)"
+            )
         password = conn.password or None
         if transport == "rest" and password:
             # ``scontrol token`` prints ``SLURM_JWT=<token>``: the line as printed is accepted.
             password = password.strip().removeprefix("SLURM_JWT=").strip() or None
-        if transport == "rest" and not password and not token_file:
-            raise fail("REST needs the JWT in password or a token_file extra")
+        if transport == "rest" and not password and not token_file and not token_lifespan:
+            raise fail(
+                "REST needs the JWT in password or a token_file extra (or token_lifespan, to mint "
+                "tokens over SSH)"
+            )
         private_key = extra.get("private_key") or None
         key_file = str(extra.get("key_file") or "").strip() or None
         if private_key and key_file:
@@ -147,8 +181,9 @@ class SlurmSettings:
             password=password,
             api_version=api_version,
             scheme=scheme,
-            verify_ssl=_bool(extra.get("verify_ssl"), True, "verify_ssl"),
+            verify_ssl=_bool(extra.get("verify_ssl"), default("verify_ssl"), "verify_ssl"),
             token_file=token_file,
+            token_lifespan=token_lifespan,
             shared_fs=shared_fs,
             ssh_host=ssh_host,
             ssh_port=ssh_port if transport == "rest" else port,
@@ -157,10 +192,20 @@ class SlurmSettings:
             key_file=key_file,
             known_hosts=extra.get("known_hosts") or None,
             strict_host_key_checking=_bool(
-                extra.get("strict_host_key_checking"), True, "strict_host_key_checking"
+                extra.get("strict_host_key_checking"),
+                default("strict_host_key_checking"),
+                "strict_host_key_checking",
             ),
             slurm_bin_dir=str(extra.get("slurm_bin_dir") or "").strip() or None,
             connect_timeout=connect_timeout,
             command_timeout=command_timeout,
             request_timeout=request_timeout,
         )
+
+
+def default(name: str) -> Any:
+    """What an unset connection field means: the connection form shows the same default."""
+    for field in dataclasses.fields(SlurmSettings):
+        if field.name == name and field.default is not dataclasses.MISSING:
+            return field.default
+    raise KeyError(f"SlurmSettings has no field {name!r} with a default")

@@ -21,7 +21,8 @@ _CONTROLLER_UNREACHABLE = (
 
 
 def is_transient(err: BaseException) -> bool:
-    """A Slurm error worth retrying: slurmrestd or sshd unreachable, HTTP 429/502/503/504, or
+    """A Slurm error worth retrying: slurmrestd or sshd unreachable, an HTTP status of
+    ``TRANSIENT_HTTP_STATUSES`` but 500 (slurmrestd answers 500 to a request it refused, too), or
     slurmctld down behind them; never a refused credential, host key or request."""
     if isinstance(err, (SlurmHostKeyError, SlurmAuthError)):
         return False

@@ -52,6 +52,11 @@ class SlurmTransport(Protocol):
         """Check the connection and say what answered."""
         ...
 
+    async def refresh_token(self) -> bool:
+        """The credentials were refused: take fresh ones where there is a source; whether there is
+        something new to try."""
+        ...
+
     async def close(self) -> None: ...
 
 

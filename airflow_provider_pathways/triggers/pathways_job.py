@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_pathways.gke.job_objects import StatusOptions
+from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
 from airflow_provider_pathways.gke.ownership import JobRef, Release, describe_release
 from airflow_provider_pathways.gke.queueing import queue_time_left
 from airflow_provider_pathways.gke.resources import JobKind
-from airflow_provider_pathways.gke.status import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB, Phase
+from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments, wait_is_over
 from airflow_provider_pathways.hooks.kubernetes_owned import a_release_job
 from airflow_provider_pathways.transient import (
@@ -56,6 +57,7 @@ class PathwaysJobTrigger(BaseTrigger):
     :param uid: the job's UID; on kill, only that object is deleted.
     :param owner_labels: the owner labels of the task instance; on kill, only its job is deleted.
     :param try_number: the try that deferred; on kill, a job a newer try follows is left alone.
+    :param newer: arguments a newer version of this provider serialized; ignored.
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class PathwaysJobTrigger(BaseTrigger):
         uid: str | None = None,
         owner_labels: dict[str, str] | None = None,
         try_number: int | None = None,
+        **newer: Any,
     ) -> None:
         super().__init__()
         validate_wait_arguments(name=name, wait_until=wait_until, min_slices=min_slices, kind=kind)
@@ -134,33 +137,37 @@ class PathwaysJobTrigger(BaseTrigger):
         return cls(**{**inherited, **arguments})
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "name": self.name,
-                "namespace": self.namespace,
-                "kubernetes_conn_id": self.kubernetes_conn_id,
-                "kind": self.kind,
-                "wait_until": self.wait_until,
-                "min_slices": self.min_slices,
-                "worker_replicated_job": self.worker_replicated_job,
-                "head_replicated_job": self.head_replicated_job,
-                "main_container": self.main_container,
-                "cluster_context": self.cluster_context,
-                "config_file": self.config_file,
-                "in_cluster": self.in_cluster,
-                "fail_on_suspend": self.fail_on_suspend,
-                "delete_on_kill": self.delete_on_kill,
-                "watch_timeout_seconds": self.watch_timeout_seconds,
-                "deadline": self.deadline,
-                "outage_tolerance": self.outage_tolerance,
-                "queue_timeout": self.queue_timeout,
-                "deadline_reason": self.deadline_reason,
-                "uid": self.uid,
-                "owner_labels": self.owner_labels,
-                "try_number": self.try_number,
-            },
-        )
+        kwargs: dict[str, Any] = {
+            "name": self.name,
+            "namespace": self.namespace,
+            "kubernetes_conn_id": self.kubernetes_conn_id,
+            "kind": self.kind,
+            "wait_until": self.wait_until,
+            "min_slices": self.min_slices,
+            "worker_replicated_job": self.worker_replicated_job,
+            "head_replicated_job": self.head_replicated_job,
+            "main_container": self.main_container,
+            "cluster_context": self.cluster_context,
+            "config_file": self.config_file,
+            "in_cluster": self.in_cluster,
+            "fail_on_suspend": self.fail_on_suspend,
+            "delete_on_kill": self.delete_on_kill,
+            "watch_timeout_seconds": self.watch_timeout_seconds,
+            "deadline": self.deadline,
+            "outage_tolerance": self.outage_tolerance,
+            "queue_timeout": self.queue_timeout,
+            "deadline_reason": self.deadline_reason,
+        }
+        # Added after 0.1.0: sent only when set, so that a trigger built from 0.1.0's arguments
+        # serializes as it did; a triggerer that does not know them ignores them (**newer) and on
+        # kill deletes the job by name.
+        if self.uid is not None:
+            kwargs["uid"] = self.uid
+        if self.owner_labels:
+            kwargs["owner_labels"] = self.owner_labels
+        if self.try_number is not None:
+            kwargs["try_number"] = self.try_number
+        return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     @cached_property
     def hook(self) -> PathwaysJobHook:

@@ -42,18 +42,22 @@ def _validate_common(job_id: Any, poll_interval: float) -> None:
 
 
 class _SlurmPollingTrigger(BaseTrigger):
-    """Common parts: the hook, a deadline, riding out an outage of Slurm."""
+    """Common parts: the hook, a deadline, riding out an outage of Slurm. Every event names the
+    job it is about (``job_id``), so that the task resuming needs nothing else to find it."""
 
     def __init__(
         self,
         *,
+        job_id: int,
         slurm_conn_id: str,
         poll_interval: float,
         deadline: float | None,
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
         deadline_reason: str | None = None,
     ) -> None:
+        _validate_common(job_id, poll_interval)
         super().__init__()
+        self.job_id = job_id
         self.slurm_conn_id = slurm_conn_id
         self.poll_interval = poll_interval
         self.deadline = deadline
@@ -111,7 +115,7 @@ class _SlurmPollingTrigger(BaseTrigger):
         finally:
             await hook.a_close()
         self._fired = True
-        yield TriggerEvent(payload)
+        yield TriggerEvent({**payload, "job_id": self.job_id})
 
     def _common(self) -> dict[str, Any]:
         return {
@@ -132,6 +136,7 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
     :param poll_interval: seconds between looks (one Slurm call each).
     :param deadline: give up at this epoch time with a ``timeout`` event.
     :param cancel_on_kill: cancel the job when the user kills the deferred task.
+    :param newer: arguments a newer version of this provider serialized; ignored.
     """
 
     def __init__(
@@ -144,16 +149,16 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
         cancel_on_kill: bool = True,
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
         deadline_reason: str | None = None,
+        **newer: Any,
     ) -> None:
-        _validate_common(job_id, poll_interval)
         super().__init__(
+            job_id=job_id,
             slurm_conn_id=slurm_conn_id,
             poll_interval=poll_interval,
             deadline=deadline,
             outage_tolerance=outage_tolerance,
             deadline_reason=deadline_reason,
         )
-        self.job_id = job_id
         self.cancel_on_kill = cancel_on_kill
         self._restarts: int | None = None
         self._last_state = ""
@@ -202,6 +207,7 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
 
     Ready: ``cluster.env`` exists, was written after the service job started, holds the proxy
     address, and (with ``min_slices``) at least that many worker array tasks are RUNNING.
+    Arguments a newer version of this provider serialized are ignored.
     """
 
     def __init__(
@@ -220,20 +226,20 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
         cancel_on_kill: bool = False,
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
         deadline_reason: str | None = None,
+        **newer: Any,
     ) -> None:
-        _validate_common(service_job_id, poll_interval)
         if min_slices is not None and (not isinstance(min_slices, int) or min_slices < 1):
             raise ValueError(f"min_slices: {min_slices!r} must be an integer >= 1")
         if not cluster_env_path:
             raise ValueError("cluster_env_path: empty; pass the path of cluster.env on the cluster")
         super().__init__(
+            job_id=service_job_id,
             slurm_conn_id=slurm_conn_id,
             poll_interval=poll_interval,
             deadline=deadline,
             outage_tolerance=outage_tolerance,
             deadline_reason=deadline_reason,
         )
-        self.service_job_id = service_job_id
         self.cancel_on_kill = cancel_on_kill
         self.probe = ServiceProbe(
             cluster_env_path=cluster_env_path,
@@ -244,6 +250,11 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
             service_job_key=service_job_key,
         )
         self._last_reason = ""
+
+    @property
+    def service_job_id(self) -> int:
+        """The service job (its events' ``job_id``)."""
+        return self.job_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (

@@ -18,6 +18,8 @@ own), and the answers go back as one ``multipart/mixed`` response. With
 so was every other part (a request carried out in full, its answer lost).
 
 ``refuse_batches()`` makes it answer batch requests with 404, like a server without them.
+``fail_bucket_requests(status, n)`` answers the next ``n`` requests for a bucket's own metadata
+(reading it, updating its lifecycle rules) with ``status`` instead of forwarding them.
 ``cut_listings(n, after_bytes)`` forwards the next ``n`` object listings but sends only the first
 ``after_bytes`` bytes of each answer's body (its full length announced), then closes the
 connection, as when a connection breaks while an answer is read. ``hold_listings(n)`` makes the
@@ -86,6 +88,8 @@ class GcsProxy:
         self.fault_injected = threading.Event()  # set at the first fault injected
         self.authorizations: list[str] = []  # the Authorization header of every request that had one
         self.batches = True
+        self._bucket_faults = (0, 0)  # (status, bucket requests still to answer with it)
+        self.bucket_faults_injected = 0
         self.cut_answers = 0  # listing answers cut off so far
         self._cuts = (0, 0)  # (listings still to cut, bytes of each answer to send)
         self._hold: tuple[threading.Barrier, int] | None = None  # (barrier, listings still to hold)
@@ -145,6 +149,26 @@ class GcsProxy:
     def refuse_batches(self) -> None:
         """Answer batch requests with 404, as a server without the batch endpoint does."""
         self.batches = False
+
+    def fail_bucket_requests(self, status: int, count: int) -> None:
+        """Answer the next ``count`` requests for a bucket's own metadata (``/storage/v1/b/BUCKET``)
+        with ``status``, without forwarding them."""
+        if status < 400:
+            raise ValueError(f"status={status}: give an error status such as 503 or 429")
+        with self._lock:
+            self._bucket_faults = (status, count)
+
+    def _bucket_fault(self, path: str) -> int | None:
+        """The status to answer this request with instead of forwarding it, if any."""
+        if len(path.split("/")) != 5 or not path.startswith("/storage/v1/b/"):
+            return None
+        with self._lock:
+            status, left = self._bucket_faults
+            if left <= 0:
+                return None
+            self._bucket_faults = (status, left - 1)
+            self.bucket_faults_injected += 1
+        return status
 
     def hold_listings(self, count: int, timeout: float = 30.0) -> None:
         """Make the next ``count`` object listings wait until ``count`` are in flight at once (or
@@ -245,6 +269,9 @@ class GcsProxy:
         parsed = urllib.parse.urlsplit(path)
         if method == "POST" and parsed.path == "/batch/storage/v1":
             return self._batch(headers, body) if self.batches else _error(404, "Not Found")
+        fault = self._bucket_fault(parsed.path)
+        if fault is not None:
+            return _error(fault, "injected by the sandbox proxy")
         if method != "DELETE" or not _is_object_path(parsed.path):
             return self._upstream(method, path, headers, body)
         answer = self._recorded_delete(path, headers)

@@ -6,6 +6,10 @@ Once listening it writes ``DIR/kubeconfig`` (cluster ``http://HOST:PORT``, a use
 token, a context with namespace ``default``) and ``DIR/kube.json`` (``url``, ``token``, ``pid``,
 ``kubeconfig``), both atomically. The token may also come from ``SANDBOX_KUBE_TOKEN`` (keeps it out
 of the process list); without either a random one is generated. SIGTERM/SIGINT stop it.
+
+With ``--google`` it also stands in for a GKE cluster reached with a Google identity (see
+``sandbox.kube.google``): ``kube.json`` then has a ``google`` entry (the token endpoint and GKE API
+URL, the cluster's resource name, the service-account key file, the CA file, the endpoints).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import logging
 import os
 import secrets
 import signal
+import socket
+import ssl
 import sys
 import tempfile
 import time
@@ -28,7 +34,8 @@ import yaml
 from aiohttp import web
 
 from sandbox import registry
-from sandbox.kube.apiserver import DEFAULT_BOOKMARK_INTERVAL, create_app
+from sandbox.kube import google
+from sandbox.kube.apiserver import DEFAULT_BOOKMARK_INTERVAL, STATE_KEY, create_app
 from sandbox.kube.store import DEFAULT_HISTORY_LIMIT
 
 TOKEN_ENV = "SANDBOX_KUBE_TOKEN"
@@ -89,6 +96,29 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-controllers", action="store_true", help="serve the API only, no simulation")
     parser.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process exits")
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument(
+        "--google",
+        action="store_true",
+        help="also stand in for Google's token endpoint, the GKE API and the cluster's TLS endpoints",
+    )
+    parser.add_argument(
+        "--token-lifetime",
+        type=float,
+        default=google.DEFAULT_TOKEN_LIFETIME,
+        help="seconds an access token from the token endpoint is accepted (--google)",
+    )
+    parser.add_argument(
+        "--gke-cluster",
+        default=google.DEFAULT_CLUSTER,
+        help="resource name of the cluster the GKE API knows (--google)",
+    )
+    parser.add_argument(
+        "--max-watch-seconds",
+        type=float,
+        default=None,
+        help="end every watch after this long, whatever the client asked (kube-apiserver's "
+        "--min-request-timeout)",
+    )
     return parser.parse_args(argv)
 
 
@@ -96,11 +126,14 @@ async def serve(args: argparse.Namespace) -> None:
     token = args.token or os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
     state_dir: Path = args.state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
+    tokens = google.IssuedTokens(lifetime=args.token_lifetime) if args.google else None
     app = create_app(
         token,
         controllers=not args.no_controllers,
         history_limit=args.history_limit,
         bookmark_interval=args.bookmark_interval,
+        google_tokens=tokens,
+        max_watch_seconds=args.max_watch_seconds,
     )
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
@@ -111,13 +144,16 @@ async def serve(args: argparse.Namespace) -> None:
     url = f"http://{host}:{port}"
     kubeconfig = state_dir / KUBECONFIG
     write_atomic(kubeconfig, kubeconfig_text(url, token))
-    info = {
+    info: dict[str, Any] = {
         "url": url,
         "token": token,
         "pid": os.getpid(),
         "kubeconfig": str(kubeconfig),
         "started_at": time.time(),
     }
+    google_runner = None
+    if tokens is not None:
+        google_runner, info["google"] = await _serve_google(args, runner, app[STATE_KEY], tokens, state_dir)
     kube_json = state_dir / KUBE_JSON
     write_atomic(kube_json, json.dumps(info, indent=2) + "\n")
     # Machine-wide, so that a stand-in left by a deleted checkout or a killed run is found and stopped.
@@ -144,7 +180,64 @@ async def serve(args: argparse.Namespace) -> None:
         if watchdog is not None:
             watchdog.cancel()
         await runner.cleanup()
+        if google_runner is not None:
+            await google_runner.cleanup()
         registry.unregister(record)
+
+
+def _bound_socket(host: str) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    return sock
+
+
+async def _serve_google(
+    args: argparse.Namespace,
+    runner: web.AppRunner,
+    state: Any,
+    tokens: google.IssuedTokens,
+    state_dir: Path,
+) -> tuple[web.AppRunner, dict[str, Any]]:
+    """The cluster's TLS endpoints on ``runner`` and the Google services on their own port."""
+    host = "127.0.0.1"
+    tls = google.make_tls()
+    ca_file, chain_file, key_file = (state_dir / f for f in ("ca.crt", "apiserver.crt", "apiserver.key"))
+    write_atomic(ca_file, tls.ca_pem.decode())
+    write_atomic(chain_file, tls.chain_pem.decode())
+    write_atomic(key_file, tls.key_pem.decode())
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(chain_file, key_file)
+    endpoints = {}
+    for name, address in google.ENDPOINTS.items():
+        sock = _bound_socket(host)
+        port = sock.getsockname()[1]
+        state.endpoint_ports[port] = name
+        endpoints[name] = f"{address}:{port}"
+        await web.SockSite(runner, sock, ssl_context=context, backlog=2048).start()
+    sock = _bound_socket(host)
+    google_url = f"http://{host}:{sock.getsockname()[1]}"
+    account, public_key = google.service_account_key(f"{google_url}/token")
+    account_file = state_dir / "google-service-account.json"
+    write_atomic(account_file, json.dumps(account, indent=2) + "\n")
+    standin = google.GoogleStandin(
+        tokens=tokens,
+        public_key=public_key,
+        cluster=args.gke_cluster,
+        ca_pem=tls.ca_pem,
+        endpoints=endpoints,
+    )
+    google_runner = web.AppRunner(standin.app(), access_log=None, shutdown_timeout=2.0)
+    await google_runner.setup()
+    await web.SockSite(google_runner, sock).start()
+    return google_runner, {
+        "url": google_url,
+        "cluster": args.gke_cluster,
+        "service_account_file": str(account_file),
+        "ca_file": str(ca_file),
+        "endpoints": endpoints,
+        "token_lifetime": tokens.lifetime,
+    }
 
 
 async def _watch_parent(stop: asyncio.Event, interval: float = 0.5) -> None:

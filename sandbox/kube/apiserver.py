@@ -24,6 +24,7 @@ from multidict import CIMultiDict
 from sandbox.kube import control
 from sandbox.kube.controllers import ControllerManager
 from sandbox.kube.errors import ApiError, bad_request, status_object, unauthorized
+from sandbox.kube.google import IssuedTokens
 from sandbox.kube.meta import rfc3339_nano
 from sandbox.kube.resources import BY_PATH, PODS, RESOURCES, SHORT_NAMES, ResourceType, groups
 from sandbox.kube.selectors import parse_field_selector, parse_label_selector
@@ -61,6 +62,7 @@ class RequestCounters:
         self.by_verb: Counter[str] = Counter()
         self.by_resource: Counter[str] = Counter()
         self.by_verb_resource: Counter[str] = Counter()
+        self.by_endpoint: Counter[str] = Counter()
 
     def count(self, verb: str, resource: str) -> None:
         self.total += 1
@@ -75,6 +77,7 @@ class RequestCounters:
             "by_verb": dict(sorted(self.by_verb.items())),
             "by_resource": dict(sorted(self.by_resource.items())),
             "by_verb_resource": dict(sorted(self.by_verb_resource.items())),
+            "by_endpoint": dict(sorted(self.by_endpoint.items())),
         }
 
 
@@ -89,8 +92,27 @@ class ServerState:
     bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL
     open_watches: int = 0
     started_at: float = field(default_factory=time.time)
-    # Injected answers for the next API requests: (HTTP status, Retry-After seconds or None).
-    faults: list[tuple[int, float | None]] = field(default_factory=list)
+    # Injected answers for the next API requests: (HTTP status, Retry-After seconds or None, the
+    # HTTP method they answer or None for any).
+    faults: list[tuple[int, float | None, str | None]] = field(default_factory=list)
+    # With --google: the access tokens the Google token endpoint issued (also accepted).
+    google_tokens: IssuedTokens | None = None
+    # The cluster endpoint (public/private/dns) each TLS port stands for.
+    endpoint_ports: dict[int, str] = field(default_factory=dict)
+    # Longest watch the server keeps open, whatever the client asks (kube-apiserver's
+    # --min-request-timeout); None: as long as asked.
+    max_watch_seconds: float | None = None
+
+    def authorized(self, request: web.Request) -> bool:
+        """The request carries the server's own token, or a live access token Google issued."""
+        header = request.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        given = given.strip()
+        if scheme.lower() != "bearer" or not given:
+            return False
+        if hmac.compare_digest(given.encode(), self.token.encode()):
+            return True
+        return self.google_tokens is not None and self.google_tokens.valid(given)
 
 
 def json_response(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
@@ -107,14 +129,6 @@ def error_response(err: ApiError) -> web.Response:
 
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("true", "1", "yes")
-
-
-def _authorized(request: web.Request, token: str) -> bool:
-    header = request.headers.get("Authorization", "")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not given:
-        return False
-    return hmac.compare_digest(given.strip().encode(), token.encode())
 
 
 # -- discovery ---------------------------------------------------------------------------------------
@@ -293,14 +307,19 @@ async def handle(request: web.Request) -> web.StreamResponse:
     path = request.path
     if path in HEALTH_PATHS:
         return web.Response(text="ok")
-    if not _authorized(request, state.token):
+    if not state.authorized(request):
         state.counters.unauthorized += 1
         return error_response(unauthorized())
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    endpoint = state.endpoint_ports.get(sockname[1]) if sockname else None
+    if endpoint and not path.startswith("/sandbox"):
+        state.counters.by_endpoint[endpoint] += 1
     try:
         if path == "/sandbox" or path.startswith("/sandbox/"):
             return await control.handle(request, state)
-        if state.faults:
-            return _injected_fault(state)
+        fault = _take_fault(state, request.method)
+        if fault is not None:
+            return _injected_fault(state, fault)
         return await _dispatch(request, state)
     except ApiError as err:
         return error_response(err)
@@ -311,15 +330,27 @@ async def handle(request: web.Request) -> web.StreamResponse:
         return json_response(status_object(500, f"internal error: {exc}", "InternalError"), status=500)
 
 
-def _injected_fault(state: ServerState) -> web.Response:
+def _take_fault(state: ServerState, method: str) -> tuple[int, float | None] | None:
+    """The first injected answer for a request with ``method``, removed from the queue."""
+    for index, (code, retry_after, only) in enumerate(state.faults):
+        if only is None or only == method:
+            del state.faults[index]
+            return code, retry_after
+    return None
+
+
+def _injected_fault(state: ServerState, fault: tuple[int, float | None]) -> web.Response:
     """The answer an overloaded or failing API server gives: 429 with ``Retry-After`` (API priority
-    and fairness), or a 5xx ``Status``."""
-    code, retry_after = state.faults.pop(0)
+    and fairness), a 5xx ``Status``, or a 403 (a role without the verb)."""
+    code, retry_after = fault
     state.counters.count("fault", str(code))
-    reason = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}.get(
+    reason = {429: "TooManyRequests", 403: "Forbidden", 500: "InternalError", 503: "ServiceUnavailable"}.get(
         code, "InternalError"
     )
-    message = "Too many requests, please try again later." if code == 429 else "the server is unavailable"
+    message = {
+        429: "Too many requests, please try again later.",
+        403: "the request is forbidden by the cluster's policy",
+    }.get(code, "the server is unavailable")
     response = json_response(status_object(code, message, reason), status=code)
     if retry_after is not None:
         response.headers["Retry-After"] = str(math.ceil(retry_after))  # delay-seconds: an integer
@@ -551,6 +582,8 @@ async def _watch(
     query = request.query
     label_reqs, field_reqs = parse_label_selector(label_selector), parse_field_selector(field_selector)
     timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+    if state.max_watch_seconds is not None:
+        timeout = min(timeout, state.max_watch_seconds)
     bookmarks = _truthy(query.get("allowWatchBookmarks"))
     watcher = state.store.open_watch(rt, namespace, label_reqs, field_reqs, query.get("resourceVersion"))
     loop = asyncio.get_running_loop()
@@ -606,13 +639,22 @@ def create_app(
     controllers: bool = True,
     history_limit: int = DEFAULT_HISTORY_LIMIT,
     bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
+    google_tokens: IssuedTokens | None = None,
+    max_watch_seconds: float | None = None,
 ) -> web.Application:
     """The stand-in as an aiohttp application (controllers start with the app)."""
     if not token:
         raise ValueError("a bearer token is required")
     store = Store(history_limit=history_limit)
     manager = ControllerManager(store) if controllers else None
-    state = ServerState(token=token, store=store, manager=manager, bookmark_interval=bookmark_interval)
+    state = ServerState(
+        token=token,
+        store=store,
+        manager=manager,
+        bookmark_interval=bookmark_interval,
+        google_tokens=google_tokens,
+        max_watch_seconds=max_watch_seconds,
+    )
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[STATE_KEY] = state
     app.router.add_route("*", "/{tail:.*}", handle)

@@ -1,6 +1,8 @@
 """The ``/sandbox/`` control endpoints (same bearer token as the API) for tests and benchmarks.
 
 - ``POST /sandbox/watches/drop``: abruptly close every open watch connection.
+- ``POST /sandbox/faults?status=503&count=1[&retry_after=S][&verb=GET][&clear=1]``: answer the next
+  ``count`` API requests (with ``verb``: of that HTTP method only) with ``status``.
 - ``POST /sandbox/compact``: forget the event history (older resourceVersions get 410 Expired).
 - ``GET /sandbox/requests``, ``POST /sandbox/requests/reset``: API request counters.
 - ``POST /sandbox/reset``: delete every object and forget simulation state.
@@ -9,6 +11,10 @@
   /sandbox/kueue?queue=Q&quota_chips=N`` sets the TPU chips the admitted Workloads of LocalQueue ``Q``
   may hold together (``none``: unlimited).
 - ``POST /sandbox/namespaces/{ns}/jobsets/{name}/{action}``: scenario actions (see ``controllers.scenarios``).
+- With ``--google``: ``GET /sandbox/google`` (the access tokens issued, valid, revoked, rejected),
+  ``POST /sandbox/google/revoke`` (revoke every access token issued so far), ``POST
+  /sandbox/google/refuse?on=true|false`` (the token endpoint refuses every grant, as for a disabled
+  service account, or grants again).
 """
 
 from __future__ import annotations
@@ -50,8 +56,11 @@ async def handle(request: web.Request, state: ServerState) -> web.Response:
             raise ApiError(400, "status, count and retry_after must be numbers", "BadRequest") from None
         if request.query.get("clear"):
             state.faults.clear()
-        state.faults.extend([(code, retry_after)] * max(count, 0))
+        only = (request.query.get("verb") or "").upper() or None
+        state.faults.extend([(code, retry_after, only)] * max(count, 0))
         return _json({"pending": len(state.faults)})
+    if parts and parts[0] == "google":
+        return _google(request, state, parts[1:])
     if parts == ["compact"]:
         _require(request, "POST")
         return _json({"compactedResourceVersion": str(store.compact())})
@@ -108,3 +117,20 @@ async def handle(request: web.Request, state: ServerState) -> web.Response:
         result = state.manager.run_action(parts[1], parts[3], parts[4], dict(request.query))
         return _json(result)
     raise ApiError(404, f"unknown sandbox endpoint {request.path}", "NotFound")
+
+
+def _google(request: web.Request, state: ServerState, parts: list[str]) -> web.Response:
+    tokens = state.google_tokens
+    if tokens is None:
+        raise ApiError(409, "this stand-in runs without --google", "Conflict")
+    if parts == []:
+        _require(request, "GET")
+    elif parts == ["revoke"]:
+        _require(request, "POST")
+        tokens.revoke()
+    elif parts == ["refuse"]:
+        _require(request, "POST")
+        tokens.refusing = request.query.get("on", "true").lower() in ("true", "1", "yes")
+    else:
+        raise ApiError(404, f"unknown sandbox endpoint {request.path}", "NotFound")
+    return _json(tokens.snapshot())

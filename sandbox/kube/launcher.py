@@ -28,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKEN_ENV = "SANDBOX_KUBE_TOKEN"
 KUBE_JSON = "kube.json"
 LOG_FILE = "kube.log"
-_GET_PATHS = frozenset({"requests", "state", "kueue"})
+_GET_PATHS = frozenset({"requests", "state", "kueue", "google"})
 
 
 class KubeStandinError(RuntimeError):
@@ -45,6 +45,8 @@ class KubeStandin:
     pid: int
     state_dir: Path
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    # With --google: token endpoint and GKE API URL, cluster, key and CA files, endpoints.
+    google: dict[str, Any] | None = None
 
     def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
         """An authenticated JSON request to the stand-in; returns the decoded JSON answer."""
@@ -88,6 +90,31 @@ class KubeStandin:
             }
         )
 
+    def google_connections(
+        self, gcp_conn_id: str, namespace: str = "default", **extra: Any
+    ) -> tuple[str, str]:
+        """JSON for two ``AIRFLOW_CONN_<ID>`` variables (needs ``--google``): a Google Cloud
+        connection signing in with the stand-in's service-account key, and a ``pathways_gke``
+        connection that reaches the cluster through it (``extra`` adds or overrides its fields)."""
+        if self.google is None:
+            raise KubeStandinError("this stand-in runs without --google")
+        key = Path(self.google["service_account_file"]).read_text()
+        _, project, _, location, _, cluster = self.google["cluster"].split("/")
+        gcp = {"conn_type": "google_cloud_platform", "extra": {"keyfile_dict": key, "project": project}}
+        gke = {
+            "conn_type": "pathways_gke",
+            "extra": {
+                "gcp_conn_id": gcp_conn_id,
+                "gcp_project": project,
+                "gke_location": location,
+                "gke_cluster": cluster,
+                "gke_api_endpoint": self.google["url"],
+                "namespace": namespace,
+                **extra,
+            },
+        }
+        return json.dumps(gcp), json.dumps(gke)
+
     def alive(self) -> bool:
         if self.process is not None:
             return self.process.poll() is None
@@ -117,6 +144,7 @@ def _from_info(state_dir: Path, info: dict[str, Any], process: subprocess.Popen[
         pid=int(info["pid"]),
         state_dir=state_dir,
         process=process,
+        google=info.get("google"),
     )
 
 

@@ -465,6 +465,10 @@ class Store:
         md["resourceVersion"] = str(self._rv)
         self._put(rt, new, old)
         self._emit(rt, "MODIFIED", new, old)
+        if md.get("deletionTimestamp") and not md.get("finalizers"):  # the last finalizer went
+            final = self._remove(rt, new)
+            self._delete_dependents(md["uid"], "Background")
+            return final
         return new
 
     # -- deletion and garbage collection ----------------------------------------------------------
@@ -503,6 +507,14 @@ class Store:
         if dry_run:
             return obj
         uid = md["uid"]
+        if md.get("finalizers"):
+            # Graceful deletion: the object stays, with a deletionTimestamp, until its finalizers are
+            # removed; foreground deletion takes its dependents first (apiserver BeforeDelete, the
+            # garbage collector's foregroundDeletion).
+            marked = obj if md.get("deletionTimestamp") else self._mark_deleted(rt, obj)
+            if policy == "Foreground":
+                self._delete_dependents(uid, "Foreground")
+            return marked
         if policy == "Foreground":
             self._delete_dependents(uid, "Foreground")
             return self._remove(rt, obj)
@@ -512,6 +524,16 @@ class Store:
         final = self._remove(rt, obj)
         self._delete_dependents(uid, "Background")
         return final
+
+    def _mark_deleted(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        marked = clone(obj)
+        marked["metadata"]["deletionTimestamp"] = rfc3339()
+        marked["metadata"]["deletionGracePeriodSeconds"] = 0
+        self._rv += 1
+        marked["metadata"]["resourceVersion"] = str(self._rv)
+        self._put(rt, marked, obj)
+        self._emit(rt, "MODIFIED", marked, obj)
+        return marked
 
     def _remove(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         md = obj["metadata"]

@@ -67,6 +67,7 @@ def airflow_connection(settings: dict[str, str], transport: str) -> str:
             "transport": "rest",
             "token_file": settings["SLURM_SANDBOX_JWT_TOKEN_FILE"],
             "api_version": "auto",
+            "shared_fs": True,  # the sandbox's clusters run on this machine
         }
     elif transport == "ssh":
         host, port = settings["SLURM_SANDBOX_SSH_HOST"], settings["SLURM_SANDBOX_SSH_PORT"]

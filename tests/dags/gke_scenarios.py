@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG
+from airflow.sdk import DAG, TaskGroup
 
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
@@ -93,6 +93,48 @@ with DAG("gke_train_polling", schedule=None, start_date=START) as train_polling:
         poll_interval=0.1,
         annotations=knobs(program_log=PROGRAM_LOG),
     )
+
+SHARDS = 3
+
+with DAG("gke_mapped", schedule=None, start_date=START) as mapped:
+    # one job per map index, each with its own program log, followed in the triggerer and by polling
+    for mode, deferrable in (("deferred", True), ("polling", False)):
+        PathwaysJobOperator.partial(
+            task_id=f"train_{mode}",
+            job=spec(),
+            namespace=f"mapped-{mode}",
+            kubernetes_conn_id=CONN,
+            deferrable=deferrable,
+            poll_interval=0.1,
+            log_tail_lines=1,
+            retries=0,
+        ).expand(annotations=[knobs(program_log=f"shard {i} done") for i in range(SHARDS)])
+
+
+def _job_name(result: dict[str, Any]) -> str:
+    return str(result["name"])
+
+
+with DAG("gke_mapped_headless", schedule=None, start_date=START) as mapped_headless:
+    # per map index: a headless job, then a readiness sensor for that job
+    for mode, deferrable in (("deferred", True), ("polling", False)):
+        jobs = PathwaysJobOperator.partial(
+            task_id=f"start_{mode}",
+            job=spec(2, template=False),
+            namespace=f"mapped-headless-{mode}",
+            kubernetes_conn_id=CONN,
+            wait_until="created",
+            delete_on=("failure", "kill"),
+            retries=0,
+        ).expand(labels=[{"shard": str(i)} for i in range(SHARDS)])
+        PathwaysJobReadySensor.partial(
+            task_id=f"ready_{mode}",
+            namespace=f"mapped-headless-{mode}",
+            kubernetes_conn_id=CONN,
+            deferrable=deferrable,
+            poke_interval=0.1,
+            timeout=60,
+        ).expand(job_name=jobs.output.map(_job_name))
 
 with DAG("gke_jobset_mode", schedule=None, start_date=START) as jobset_mode:
     operator("train", "jobset-mode", spec(), kind="JobSet", deferrable=True)
@@ -202,6 +244,38 @@ with DAG("gke_ready_then_sensor", schedule=None, start_date=START) as ready_then
         timeout=3,
     )
     start >> [poke, all_slices]
+
+
+with DAG(
+    "gke_headless_group",
+    schedule=None,
+    start_date=START,
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=1)},
+) as headless_group:
+    # the headless pattern with DAG retries: a job and its readiness sensor in one task group, which
+    # is what to clear (retry) when the job dies; slices come up 2 s apart
+    for mode, deferrable in (("deferred", True), ("polling", False)):
+        with TaskGroup(f"pathways_{mode}"):
+            start_job = PathwaysJobOperator(
+                task_id="start",
+                job=spec(2, template=False),
+                namespace=f"headless-{mode}",
+                kubernetes_conn_id=CONN,
+                wait_until="created",
+                delete_on=("failure", "kill"),
+                annotations=knobs(slice_delay_seconds=2),
+                retry_policy=FAST_RETRY,
+            )
+            start_job >> PathwaysJobReadySensor(
+                task_id="ready",
+                job_name=f"{{{{ ti.xcom_pull(task_ids='pathways_{mode}.start', key='name') }}}}",
+                namespace=f"headless-{mode}",
+                kubernetes_conn_id=CONN,
+                deferrable=deferrable,
+                poke_interval=0.1,
+                timeout=60,
+                retry_policy=FAST_RETRY,
+            )
 
 
 def _invalid(path: str, value: Any) -> dict[str, Any]:
@@ -349,4 +423,95 @@ with DAG("gke_name_taken_while_followed", schedule=None, start_date=START) as na
         poll_interval=1,
         retries=0,
         annotations=knobs(program_seconds=120),
+    )
+
+# ---- truthful outcomes: each DAG's test acts on the cluster while the task follows its job ----
+
+with DAG("gke_deleted_elsewhere", schedule=None, start_date=START) as deleted_elsewhere:
+    PathwaysJobOperator(  # no retries: the preemption budget, which retries infrastructure failures
+        task_id="train",
+        job=spec(),
+        namespace="deleted-elsewhere",
+        kubernetes_conn_id=CONN,
+        deferrable=True,
+        retry_policy=FAST_RETRY_BUDGET,
+        annotations=knobs(program_seconds=1.5),
+    )
+
+with DAG("gke_terminating", schedule=None, start_date=START) as terminating:
+    PathwaysJobOperator(
+        task_id="train",
+        job=spec(),
+        kind="JobSet",
+        namespace="terminating",
+        kubernetes_conn_id=CONN,
+        deferrable=False,
+        poll_interval=0.1,
+        wait_timeout=60,
+        retry_policy=FAST_RETRY_BUDGET,
+        annotations=knobs(program_seconds=1.5),
+    )
+
+with DAG("gke_evicted_for_storage", schedule=None, start_date=START) as evicted_for_storage:
+    operator("train", "storage-evicted", spec(), deferrable=True, annotations=knobs(program_seconds=20))
+
+with DAG("gke_succeeded_before_ready", schedule=None, start_date=START) as succeeded_before_ready:
+    operator(
+        "start",
+        "before-ready",
+        spec(),
+        wait_until="ready",
+        deferrable=True,
+        annotations=knobs(max_ready_slices=1),
+    )
+
+with DAG("gke_delete_refused_after_success", schedule=None, start_date=START) as delete_refused_after_success:
+    operator("train", "delete-refused", spec(), deferrable=False, poll_interval=0.1, retries=0)
+
+with DAG("gke_delete_refused_after_preemption", schedule=None, start_date=START) as delete_refused_preempted:
+    PathwaysJobOperator(
+        task_id="train",
+        job=spec(),
+        namespace="delete-refused-preempted",
+        kubernetes_conn_id=CONN,
+        deferrable=True,
+        retry_policy=FAST_RETRY_BUDGET,
+        annotations=knobs(program_seconds=1.5),
+    )
+
+with DAG("gke_outage_on_the_last_try", schedule=None, start_date=START) as outage_on_the_last_try:
+    operator(
+        "train",
+        "outage-last-try",
+        spec(),
+        deferrable=False,
+        poll_interval=0.1,
+        retries=0,
+        outage_tolerance=1,
+        annotations=knobs(program_seconds=120),
+    )
+
+with DAG("gke_outage_then_retried", schedule=None, start_date=START) as outage_then_retried:
+    PathwaysJobOperator(
+        task_id="train",
+        job=spec(),
+        namespace="outage-retried",
+        kubernetes_conn_id=CONN,
+        deferrable=False,
+        poll_interval=0.1,
+        outage_tolerance=1,
+        retry_policy=FAST_RETRY_BUDGET,
+        annotations=knobs(program_seconds=25),
+    )
+
+with DAG("gke_outage_deferred", schedule=None, start_date=START) as outage_deferred:
+    PathwaysJobOperator(
+        task_id="train",
+        job=spec(),
+        namespace="outage-deferred",
+        kubernetes_conn_id=CONN,
+        deferrable=True,
+        outage_tolerance=1,
+        retry_policy=FAST_RETRY_BUDGET,
+        annotations=knobs(program_seconds=20),
     )

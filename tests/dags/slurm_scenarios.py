@@ -111,26 +111,37 @@ with dag("slurm_bad_input") as bad_input:
         task_id="missing_script", script_path="/nonexistent/start_pathways.sh", **good, **common
     )
 
-with dag("slurm_service_dies") as service_dies:
-    service = PathwaysSlurmServiceOperator(
-        task_id="service",
-        slurm_conn_id=CONN,
-        script="#!/bin/bash\necho 'starting the resource manager'\nexit 7\n",
-        slice_shape="2x4",
-        min_slices=1,
-        max_slices=2,
-        gcs_bucket="my-bucket",
-        wait_for_ready=False,
-    )
-    service >> PathwaysClusterEnvSensor(
-        task_id="ready",
-        slurm_conn_id=CONN,
-        service_job_id=SERVICE_ID,
-        cluster_env_path="{{ params.cluster_env }}",
-        deferrable=True,
-        poke_interval=0.5,
-        timeout=300,
-    )
+
+def service_ending(dag_id: str, exit_code: int) -> DAG:
+    """A service job that exits with ``exit_code`` at once, and its readiness sensor."""
+    with dag(dag_id) as ending:
+        service = PathwaysSlurmServiceOperator(
+            task_id="service",
+            slurm_conn_id=CONN,
+            script=f"#!/bin/bash\necho 'starting the resource manager'\nexit {exit_code}\n",
+            slice_shape="2x4",
+            min_slices=1,
+            max_slices=2,
+            gcs_bucket="my-bucket",
+            wait_for_ready=False,
+        )
+        service >> PathwaysClusterEnvSensor(  # retries the DAG allows are not spent on an ended job
+            task_id="ready",
+            slurm_conn_id=CONN,
+            service_job_id=SERVICE_ID,
+            cluster_env_path="{{ params.cluster_env }}",
+            deferrable=True,
+            poke_interval=0.5,
+            timeout=300,
+            retries=2,
+            retry_delay=timedelta(seconds=1),
+            retry_policy=FAST_RETRY,
+        )
+    return ending
+
+
+service_dies = service_ending("slurm_service_dies", 7)
+service_ends = service_ending("slurm_service_ends", 0)  # a service that ends cannot serve
 
 with dag("slurm_stale_cluster_env") as stale_cluster_env:
     service = PathwaysSlurmServiceOperator(
@@ -219,6 +230,21 @@ with dag("slurm_native_templates") as native_templates:
         poll_interval=0.5,
         retries=0,
     )
+
+
+SHARDS = 3
+
+with dag("slurm_mapped") as mapped:
+    # one job per map index, each printing its shard, followed in the triggerer and by polling
+    for mode, deferrable in (("deferred", True), ("polling", False)):
+        SlurmJobOperator.partial(
+            task_id=f"train_{mode}",
+            slurm_conn_id=CONN,
+            script='#!/bin/bash\necho "shard $SHARD done"\n',
+            deferrable=deferrable,
+            poll_interval=0.3,
+            retries=0,
+        ).expand(environment=[{"SHARD": str(i)} for i in range(SHARDS)])
 
 
 with dag("slurm_service_ready") as service_ready:

@@ -209,6 +209,18 @@ def test_transient_errors_are_retried_with_backoff(
     assert names(emulator, bucket, SCRATCH) == set()
 
 
+@pytest.mark.parametrize("status", [408, 500, 502, 504])
+def test_every_status_gcs_documents_as_retryable_is_retried(
+    emulator: GcsEmulator, proxy: GcsProxy, bucket: str, seed: Seed, status: int
+) -> None:
+    """https://cloud.google.com/storage/docs/retry-strategy: "HTTP 408, 429, and 5xx response
+    codes" are transient (429 and 503 above)."""
+    seed(bucket, {f"{CACHE}/e{i}.binarypb": 10 for i in range(5)})
+    proxy.fail_deletes(status, per_object=1)
+    report = hook(max_workers=2, batch_size=1).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    assert (report.deleted_objects, report.errors, report.retries) == (5, 0, 5)
+
+
 @pytest.mark.parametrize("batch_size", [1, 100], ids=["one-request-per-object", "batches"])
 def test_permanent_errors_are_reported_and_stop_the_run_early(
     emulator: GcsEmulator, proxy: GcsProxy, bucket: str, seed: Seed, batch_size: int

@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from google.api_core.exceptions import Forbidden
 
 from airflow_provider_pathways.cache import CacheCleanupError
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
+from sandbox.gcs.proxy import GcsProxy
 
 pytestmark = pytest.mark.gcs
 
@@ -84,3 +86,23 @@ def test_a_server_that_drops_lifecycle_rules_is_reported_not_trusted(
     """fake-gcs-server accepts the update but keeps no lifecycle rules: the hook re-reads and says so."""
     with pytest.raises(CacheCleanupError, match="did not keep the lifecycle rule"):
         CompilationCacheHook().ensure_lifecycle_rule(bucket, PREFIX, 7)
+
+
+@pytest.mark.parametrize("status", [408, 429, 503])
+def test_a_busy_server_is_asked_again(
+    lifecycle_emulator: GcsEmulator, lifecycle_bucket: str, monkeypatch: pytest.MonkeyPatch, status: int
+) -> None:
+    """Reading and updating the bucket are sent again on an answer GCS documents as retryable
+    (https://cloud.google.com/storage/docs/retry-strategy), as every request of the cleanup is."""
+    with GcsProxy(lifecycle_emulator.url) as proxy:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
+        proxy.fail_bucket_requests(status, 2)
+        hook = CompilationCacheHook(retry_initial_delay=0.001)
+        assert hook.ensure_lifecycle_rule(lifecycle_bucket, PREFIX, 7) == "added"
+        assert proxy.bucket_faults_injected == 2
+        proxy.fail_bucket_requests(403, 1)
+        with pytest.raises(Forbidden):
+            hook.ensure_lifecycle_rule(lifecycle_bucket, PREFIX, 3)
+        assert proxy.bucket_faults_injected == 3  # a refusal is not asked again
+    ours = {"action": {"type": "Delete"}, "condition": {"age": 7, "matchesPrefix": [PREFIX]}}
+    assert rules(lifecycle_emulator, lifecycle_bucket) == [ours]

@@ -53,6 +53,19 @@ def test_create_and_get_ride_out_5xx_and_429_honouring_retry_after(hook: Pathway
     assert hook.delete_job(spec.name, NS) is True
 
 
+def test_a_request_timeout_is_retried(hook: PathwaysJobHook, kube: Any) -> None:
+    """408: the server, or a load balancer in front of it, did not receive the whole request and did
+    nothing; like Cloud Storage (https://cloud.google.com/storage/docs/retry-strategy: "HTTP 408,
+    429, and 5xx"), every client of the provider sends it again."""
+    spec = new_spec(NS, headless=True)
+    kube.control("requests/reset")
+    faults(kube, 408, 1)
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    assert injected(kube) == 1
+    assert hook.get_object(PATHWAYS_JOB, spec.name, NS) is not None
+    assert hook.delete_job(spec.name, NS) is True
+
+
 def test_refused_request_is_never_retried(hook: PathwaysJobHook, kube: Any) -> None:
     spec = new_spec(NS, headless=True)
     manifest = spec.to_pathwaysjob()
@@ -68,6 +81,7 @@ def clear_faults(kube: Any) -> None:
     kube.control("faults", method="POST", count=0, clear=1)
 
 
+@pytest.mark.slow
 def test_a_longer_outage_ends_the_call_with_the_server_error(hook: PathwaysJobHook, kube: Any) -> None:
     faults(kube, 503, 50)
     try:
@@ -79,6 +93,7 @@ def test_a_longer_outage_ends_the_call_with_the_server_error(hook: PathwaysJobHo
         clear_faults(kube)
 
 
+@pytest.mark.slow
 async def test_watch_rides_out_an_outage_shorter_than_its_tolerance(hook: PathwaysJobHook, kube: Any) -> None:
     spec = new_spec(NS, program_seconds=1.0)
     await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)

@@ -135,8 +135,10 @@ def test_pod_less_preemption_with_data_loss(hook: PathwaysJobHook, kube: Any) ->
     hook.delete_job(spec.name, NS)
 
 
-def test_data_loss_alone_is_preemption(hook: PathwaysJobHook, kube: Any) -> None:
-    """pathwaysutils: a lost slice surfaces in the program as a JAX error containing DATA_LOSS."""
+def test_data_loss_with_no_slice_lost_is_the_programs_failure(hook: PathwaysJobHook, kube: Any) -> None:
+    """pathwaysutils: a lost slice surfaces in the program as a JAX error containing DATA_LOSS; the
+    same words with every slice and pod in place (the program's own error, or a DATA_LOSS it raised
+    for its data) are no preemption, and retrying them as one would run a failing program again."""
     spec = new_spec(
         NS,
         program_exit_code=1,
@@ -144,7 +146,9 @@ def test_data_loss_alone_is_preemption(hook: PathwaysJobHook, kube: Any) -> None
     )
     hook.create_job(spec.to_pathwaysjob(), NS)
     final = status_when(hook, spec.name, lambda s: s.terminal, "failure")
-    assert final.failure is FailureClass.PREEMPTED and "DATA_LOSS" in final.message
+    assert final.failure is FailureClass.USER_PROGRAM_FAILED, final.message
+    assert final.exit_code == 1
+    assert "DATA_LOSS" in final.message and "no slice or pod of the job was lost" in final.message
     hook.delete_job(spec.name, NS)
 
 
@@ -237,3 +241,149 @@ def test_suspension_is_read_from_the_spec_and_kueue_from_the_label() -> None:
     assert queued.phase is Phase.QUEUED and queued.failure is None
     assert queued.queued_since == "2026-01-01T00:00:00Z"  # no Workload yet: since the JobSet's creation
     assert "queued in LocalQueue multislice-queue for" in queued.progress()
+
+
+# ---------------------------------------------------------------------- deletion and evictions
+
+
+def _running_jobset(**metadata: Any) -> dict[str, Any]:
+    jobset = _jobset(False, [{"type": "StartupPolicyCompleted", "status": "True"}])
+    jobset["metadata"].update(metadata)
+    jobset["status"]["replicatedJobsStatus"] = [
+        {"name": "worker", "ready": 2, "active": 2},
+        {"name": "pathways-head", "ready": 1, "active": 1},
+    ]
+    return jobset
+
+
+def test_a_job_with_a_deletion_timestamp_is_terminating_not_running() -> None:
+    """jobset_controller.go does not reconcile a JobSet marked for deletion, so its status keeps
+    its last ready counts; pathwaysjob_controller.go keeps a PathwaysJob's terminalState empty."""
+    from airflow_provider_pathways.gke.judgement import judge_status
+    from airflow_provider_pathways.gke.summary import summarize
+    from airflow_provider_pathways.reattach import ReattachAction, reattach_action
+
+    stamp = "2026-01-01T00:05:00Z"
+    held = summarize(
+        name="train",
+        namespace=NS,
+        pathways_job=None,
+        jobset=_running_jobset(deletionTimestamp=stamp),
+        expect_pathways_job=False,
+    )
+    assert held.phase is Phase.TERMINATING and held.terminal
+    assert held.failure is FailureClass.INFRASTRUCTURE and stamp in held.message
+    assert reattach_action(judge_status(held)) is ReattachAction.REPLACE
+    pathways_job = _pathways_job("train") | {"status": {}}
+    pathways_job["metadata"] = {"name": "train", "deletionTimestamp": stamp}
+    for jobset in (None, _running_jobset()):
+        status = summarize(name="train", namespace=NS, pathways_job=pathways_job, jobset=jobset)
+        assert status.phase is Phase.TERMINATING, jobset
+    refused = _pathways_job("train", "3x3")
+    refused["metadata"]["deletionTimestamp"] = stamp
+    status = summarize(name="train", namespace=NS, pathways_job=refused, jobset=None)
+    assert status.failure is FailureClass.SPEC_REJECTED  # an end reached before the deletion stands
+    done = _jobset(False, [{"type": "Completed", "status": "True"}])
+    done["metadata"]["deletionTimestamp"] = stamp
+    ended = summarize(name="train", namespace=NS, pathways_job=None, jobset=done, expect_pathways_job=False)
+    assert ended.phase is Phase.SUCCEEDED  # what it did before someone deleted it stands
+
+
+def test_a_deleted_job_is_an_infrastructure_failure() -> None:
+    from airflow_provider_pathways.gke.summary import summarize
+
+    gone = summarize(name="train", namespace=NS, pathways_job=None, jobset=None)
+    assert gone.phase is Phase.DELETED and gone.failure is FailureClass.INFRASTRUCTURE
+    assert "someone else deleted it" in gone.message
+
+
+def test_a_completed_pathways_job_whose_jobset_is_gone_succeeded() -> None:
+    """pathwaysjob_controller.go mirrors Completed into terminalState; without the JobSet the job
+    is not pending (a wait on it would never end)."""
+    from airflow_provider_pathways.gke.summary import summarize
+
+    pathways_job = _pathways_job("train") | {"status": {"terminalState": "Completed"}}
+    status = summarize(name="train", namespace=NS, pathways_job=pathways_job, jobset=None)
+    assert status.phase is Phase.SUCCEEDED
+
+
+def _failed_with(pods: list[dict[str, Any]], events: list[dict[str, Any]] | None = None) -> Any:
+    from airflow_provider_pathways.gke.summary import summarize
+
+    jobset = _jobset(False, [{"type": "Failed", "status": "True", "reason": "FailedJobs"}])
+    return summarize(
+        name="train",
+        namespace=NS,
+        pathways_job=None,
+        jobset=jobset,
+        pods=pods,
+        events=events or [],
+        expect_pathways_job=False,
+    )
+
+
+def _evicted_pod(message: str, *, disruption: bool) -> dict[str, Any]:
+    conditions = (
+        [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet", "message": message}]
+        if disruption
+        else []
+    )
+    return {
+        "metadata": {"name": "train-worker-0-0-abcde"},
+        "status": {"phase": "Failed", "reason": "Evicted", "message": message, "conditions": conditions},
+    }
+
+
+@pytest.mark.parametrize(
+    ("message", "disruption", "failure"),
+    [
+        # kubelet eviction/helpers.go: local storage evictions (no DisruptionTarget)
+        ('Container main exceeded its local ephemeral storage limit "1Gi". ', False, "user_program_failed"),
+        (
+            "Pod ephemeral local storage usage exceeds the total limit of containers 2Gi. ",
+            False,
+            "user_program_failed",
+        ),
+        ('Usage of EmptyDir volume "scratch" exceeds the limit "1Gi". ', False, "user_program_failed"),
+        # node-pressure evictions (DisruptionTarget TerminationByKubelet): the pod's own overuse ...
+        (
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. Container "
+            "pathways-worker was using 90Gi, which exceeds its request of 64Gi. ",
+            True,
+            "user_program_failed",
+        ),
+        # ... or the node's trouble
+        ("The node had condition: [DiskPressure]. ", True, "preempted"),
+    ],
+)
+def test_a_kubelet_eviction_for_the_pods_own_usage_is_the_programs_failure(
+    message: str, disruption: bool, failure: str
+) -> None:
+    status = _failed_with([_evicted_pod(message, disruption=disruption)])
+    assert status.failure is FailureClass(failure), status.message
+    gone = _failed_with(
+        [],
+        [
+            {
+                "reason": "Evicted",
+                "type": "Warning",
+                "message": message,
+                "involvedObject": {"kind": "Pod", "name": "train-worker-0-0-abcde"},
+                "lastTimestamp": "2026-01-01T00:01:00Z",
+            }
+        ],
+    )
+    assert gone.failure is FailureClass(failure), gone.message  # the pod is gone, its event is left
+
+
+def test_a_ready_wait_fails_for_a_job_that_ended_first() -> None:
+    from airflow_provider_pathways.gke.status import PathwaysJobStatus
+    from airflow_provider_pathways.gke.wait import ended_before_ready, wait_succeeded
+
+    done = PathwaysJobStatus(name="train", namespace=NS, phase=Phase.SUCCEEDED)
+    assert not wait_succeeded(done, "ready") and "before it was seen ready" in str(
+        ended_before_ready(done, "ready")
+    )
+    assert wait_succeeded(done, "finished") and ended_before_ready(done, "finished") is None
+    running = PathwaysJobStatus(name="train", namespace=NS, phase=Phase.RUNNING, head_ready=True)
+    assert wait_succeeded(running, "ready") and not wait_succeeded(running, "finished")

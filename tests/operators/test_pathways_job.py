@@ -144,6 +144,7 @@ def test_a_failing_program_is_not_retried_by_the_preemption_budget(
     assert stand_in_objects(kube, "pathwaysjobs", "fails-budget") == []
 
 
+@pytest.mark.slow
 def test_execution_timeout_ends_a_deferred_wait_and_deletes_the_job(
     kube: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -207,3 +208,23 @@ def test_teardown_of_a_job_that_is_already_gone_succeeds(kube: Any) -> None:
     outcome = run_dag(load_dag(DAGS, "gke_delete_missing"))["teardown"]
     assert outcome.state == "success"
     assert outcome.xcom["return_value"] is False
+
+
+def test_mapped_tasks_each_follow_their_own_job_deferred_and_polling(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    outcomes = run_dag(load_dag(DAGS, "gke_mapped"))
+    logs = capfd.readouterr().out
+    for mode in ("deferred", "polling"):
+        names = set()
+        for index in range(3):
+            outcome = outcomes[f"train_{mode}[{index}]"]
+            assert outcome.state == "success", (mode, index)
+            result = outcome.xcom["return_value"]
+            assert result["name"] == outcome.xcom["name"] == outcome.xcom["status"]["name"], (mode, index)
+            assert result["status"]["phase"] == "succeeded", (mode, index)
+            names.add(result["name"])
+        assert len(names) == 3, mode  # three jobs, each index reporting its own
+        assert stand_in_objects(kube, "pathwaysjobs", f"mapped-{mode}") == []
+    for index in range(3):
+        assert f"shard {index} done" in logs

@@ -144,6 +144,20 @@ def test_service_that_dies_fails_the_sensor_fast_naming_its_state(
 
 
 @pytest.mark.parametrize("conn", TRANSPORTS)
+def test_service_that_ended_fails_the_sensor_without_spending_its_retries(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    env_path = f"~/pathways/tests/{uuid.uuid4().hex}.env"
+    outcomes = run_dag(
+        load_dag(DAGS, "slurm_service_ends"), params(slurm_cluster, conn, cluster_env=env_path)
+    )
+    logs = capfd.readouterr().out
+    assert outcomes["service"].state == "success"
+    assert (outcomes["ready"].state, outcomes["ready"].try_number) == ("failed", 1)  # retries=2
+    assert "ended before it was ready: COMPLETED" in logs
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
 def test_stale_cluster_env_from_an_earlier_run_is_ignored(
     slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -310,6 +324,26 @@ def test_service_operator_waits_for_readiness_deferred_and_polling(
         assert outcomes[f"stop_{mode}"].state == "success", mode
         job_id = service.xcom["job_id"]
         wait_for(lambda job_id=job_id: job_state(job_id) == "CANCELLED", f"service {job_id} to be cancelled")
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_mapped_tasks_each_follow_their_own_job_deferred_and_polling(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    outcomes = run_dag(load_dag(DAGS, "slurm_mapped"), params(slurm_cluster, conn))
+    logs = capfd.readouterr().out
+    for mode in ("deferred", "polling"):
+        job_ids = set()
+        for index in range(3):
+            outcome = outcomes[f"train_{mode}[{index}]"]
+            assert outcome.state == "success", (mode, index)
+            job_id = outcome.xcom["return_value"]["job_id"]
+            assert job_id == outcome.xcom["job_id"] == outcome.xcom["job"]["job_id"], (mode, index)
+            assert outcome.xcom["job"]["state"] == "COMPLETED", (mode, index)
+            job_ids.add(job_id)
+        assert len(job_ids) == 3, mode  # three jobs, each index reporting its own
+    for index in range(3):
+        assert f"shard {index} done" in logs  # each job's output tail reached its task log
 
 
 def test_more_slices_than_the_clusters_max_array_size_are_refused_before_submission(

@@ -51,3 +51,87 @@ def test_a_preempted_job_fails_the_sensor_as_a_preemption(kube: Any) -> None:
     with pytest.raises(PathwaysPreempted, match="will never be ready"):
         sensor.poke({})  # type: ignore[arg-type]
     hook.delete_job(spec.name, namespace)
+
+
+def test_a_dead_job_fails_the_sensor_without_retries_and_rerunning_its_group_recreates_it(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The DAG sets retries=2: a sensor whose job was preempted (deferred) or deleted (polling)
+    fails at its first try all the same; a rerun of the task group in the same DAG run (what
+    clearing it does) makes the job again under its name and the sensor then succeeds."""
+    import pendulum
+
+    from tests.kube_jobs import act_when, stand_in_objects
+
+    dag = load_dag("gke_scenarios.py", "gke_headless_group")
+    when = pendulum.datetime(2026, 3, 1, tz="UTC")
+    preempt = act_when(
+        lambda: _running_slice(kube, "headless-deferred"),
+        lambda name: kube.action("headless-deferred", name, "preempt-slice", slice=0),
+    )
+    delete = act_when(
+        lambda: [j["metadata"]["name"] for j in stand_in_objects(kube, "pathwaysjobs", "headless-polling")],
+        lambda names: kube.request(
+            "DELETE",
+            f"/apis/pathways-job.pathways.domain/v1/namespaces/headless-polling/pathwaysjobs/{names[0]}",
+        ),
+    )
+    first = run_dag(dag, logical_date=when, run_after=when)
+    preempt.join(5)
+    delete.join(5)
+    logs = capfd.readouterr().out
+    assert preempt.failures == [] and delete.failures == []  # type: ignore[attr-defined]
+    for mode, failure in (("deferred", "preempted"), ("polling", "infrastructure")):
+        ready = first[f"pathways_{mode}.ready"]
+        assert first[f"pathways_{mode}.start"].state == "success", mode
+        assert (ready.state, ready.try_number) == ("failed", 1), mode  # no retry spent on a dead job
+        assert f"will never be ready ({failure})" in logs, mode
+
+    again = run_dag(dag, logical_date=when, run_after=when)
+    for mode in ("deferred", "polling"):
+        name = again[f"pathways_{mode}.start"].xcom["name"]
+        assert name == first[f"pathways_{mode}.start"].xcom["name"], mode  # the same job name...
+        ready = again[f"pathways_{mode}.ready"]
+        assert (ready.state, ready.try_number) == ("success", 1), mode  # ...a live job behind it
+        assert ready.xcom["return_value"] == f"grpc://{name}-pathways-head-0-0.{name}:29000", mode
+        for job in stand_in_objects(kube, "pathwaysjobs", f"headless-{mode}"):
+            kube.request(
+                "DELETE",
+                f"/apis/pathways-job.pathways.domain/v1/namespaces/headless-{mode}/pathwaysjobs/"
+                f"{job['metadata']['name']}",
+            )
+
+
+def _running_slice(kube: Any, namespace: str) -> str | None:
+    """The name of the job in ``namespace`` once one of its slices is ready."""
+    from tests.kube_jobs import stand_in_objects
+
+    for js in stand_in_objects(kube, "jobsets", namespace):
+        for rjob in (js.get("status") or {}).get("replicatedJobsStatus") or []:
+            if rjob.get("name") == "worker" and rjob.get("ready", 0) >= 1:
+                return str(js["metadata"]["name"])
+    return None
+
+
+def test_mapped_sensors_each_wait_for_their_own_job_deferred_and_polling(kube: Any) -> None:
+    from tests.kube_jobs import stand_in_objects
+
+    outcomes = run_dag(load_dag("gke_scenarios.py", "gke_mapped_headless"))
+    for mode in ("deferred", "polling"):
+        namespace = f"mapped-headless-{mode}"
+        names = set()
+        for index in range(3):
+            name = outcomes[f"start_{mode}[{index}]"].xcom["name"]
+            ready = outcomes[f"ready_{mode}[{index}]"]
+            assert ready.state == "success", (mode, index)
+            assert ready.xcom["return_value"] == f"grpc://{name}-pathways-head-0-0.{name}:29000", (
+                mode,
+                index,
+            )
+            names.add(name)
+        assert len(names) == 3, mode
+        for job in stand_in_objects(kube, "pathwaysjobs", namespace):
+            kube.request(
+                "DELETE",
+                f"/apis/pathways-job.pathways.domain/v1/namespaces/{namespace}/pathwaysjobs/{job['metadata']['name']}",
+            )

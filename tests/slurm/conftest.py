@@ -124,7 +124,7 @@ class Sandbox:
         wait_for(idle, f"jobs {job_ids} to end", timeout)
 
     def rest_connection(self, **overrides: Any) -> dict[str, Any]:
-        extra = {"transport": "rest", **overrides.pop("extra", {})}
+        extra = {"transport": "rest", "shared_fs": True, **overrides.pop("extra", {})}
         return {
             "conn_type": "pathways_slurm",
             "host": "127.0.0.1",

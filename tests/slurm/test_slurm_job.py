@@ -27,6 +27,7 @@ from airflow_provider_pathways.slurm.rest_codec import (
 from airflow_provider_pathways.slurm.rest_submit import rest_submit_body
 from airflow_provider_pathways.slurm.scontrol import jobs_from_scontrol, parse_scontrol_record
 from airflow_provider_pathways.slurm.states import normalize_state
+from airflow_provider_pathways.slurm.stuck import StuckJobWatch
 from airflow_provider_pathways.slurm.submit import SubmitRequest, parse_time_limit, path_wrapper_script
 
 DATA = Path(__file__).parent / "data"
@@ -192,18 +193,25 @@ def _job(state: str, **kw: object) -> SlurmJob:
         ),
         (_job("OUT_OF_MEMORY", exit_code=0), JobOutcome.FAILED, FailureClass.USER_PROGRAM_FAILED, "memory"),
         # Launch failures (recorded: 22.05 reason JobLaunchFailure, 24.11/26.05 RaisedSignal:53, both
-        # ExitCode=0:53 = ESLURMD_IO_ERROR 4021 & 0x7f when the output file cannot be opened).
+        # ExitCode=0:53 = ESLURMD_IO_ERROR 4021 & 0x7f when the output file cannot be opened: the
+        # submission's mistake, not the node's).
         (
             _job("FAILED", reason="JobLaunchFailure", exit_code=0, exit_signal=53),
             JobOutcome.FAILED,
-            FailureClass.INFRASTRUCTURE,
+            FailureClass.SPEC_REJECTED,
             "ESLURMD_IO_ERROR",
         ),
         (
             _job("FAILED", reason="RaisedSignal:53(Real-time_signal_19)", exit_code=0, exit_signal=53),
             JobOutcome.FAILED,
-            FailureClass.INFRASTRUCTURE,
+            FailureClass.SPEC_REJECTED,
             "never started",
+        ),
+        (  # another slurmd launch error (ESLURMD_PROLOG_FAILED 4022 & 0x7f): the node's
+            _job("FAILED", reason="RaisedSignal:54", exit_code=0, exit_signal=54),
+            JobOutcome.FAILED,
+            FailureClass.INFRASTRUCTURE,
+            "ESLURMD_PROLOG_FAILED",
         ),
         (
             _job("FAILED", reason="JobLaunchFailure"),
@@ -259,6 +267,45 @@ def test_job_outcome(job: SlurmJob, outcome: JobOutcome, failure: FailureClass |
     got_outcome, got_failure, message = job_outcome(job)
     assert (got_outcome, got_failure) == (outcome, failure)
     assert text in message and "7" in message
+
+
+def test_a_held_job_ends_the_wait_after_hold_timeout() -> None:
+    """JobHeldAdmin/JobHeldUser wait for scontrol release (squeue(1) JOB REASON CODES); a release resets
+    the clock."""
+    watch = StuckJobWatch(hold_timeout=60)
+    held = _job("PENDING", reason="JobHeldAdmin")
+    assert watch.stuck(held, 1000.0) is None and watch.stuck(held, 1059.0) is None
+    failure, message = watch.stuck(held, 1060.0) or (None, "")
+    assert failure is FailureClass.INFRASTRUCTURE
+    assert "administrator holds it (JobHeldAdmin)" in message and "hold_timeout (60s)" in message
+    again = StuckJobWatch(hold_timeout=60)
+    again.stuck(held, 0.0)
+    assert again.stuck(_job("PENDING", reason="Priority"), 30.0) is None  # released
+    assert again.stuck(held, 80.0) is None  # held anew: the bound counts from here
+    requeue_held = _job("PENDING", reason="JobHeldUser", flags=frozenset({"REQUEUE_HOLD"}), restarts=1)
+    assert StuckJobWatch(hold_timeout=0).stuck(requeue_held, 0.0) is not None
+    assert StuckJobWatch(hold_timeout=None).stuck(held, 1e9) is None
+
+
+def test_a_job_held_after_failed_launches_ends_the_wait_at_once() -> None:
+    """slurmctld requeues a batch job whose launch failed and holds it after MaxBatchRequeue
+    attempts (reason launch_failed_requeued_held): Slurm already retried."""
+    held = _job("PENDING", reason="launch_failed_requeued_held", restarts=5)
+    failure, message = StuckJobWatch().stuck(held, 0.0) or (None, "")
+    assert failure is FailureClass.INFRASTRUCTURE and "launch_failed_requeued_held" in message
+
+
+def test_a_job_requeued_over_and_over_ends_the_wait() -> None:
+    watch = StuckJobWatch(max_requeues=3)
+    assert watch.stuck(_job("RUNNING", restarts=3), 0.0) is None
+    failure, message = watch.stuck(_job("PENDING", restarts=4, reason="BeginTime"), 0.0) or (None, "")
+    assert (
+        failure is FailureClass.PREEMPTED and "requeued 4 times" in message and "max_requeues (3)" in message
+    )
+    assert watch.stuck(_job("COMPLETED", restarts=9, exit_code=0), 0.0) is None  # an end is judged as such
+    assert StuckJobWatch(max_requeues=None).stuck(_job("PENDING", restarts=99), 0.0) is None
+    with pytest.raises(ValueError, match="max_requeues"):
+        StuckJobWatch(max_requeues=-1)
 
 
 def test_job_dict_round_trip_is_json_safe() -> None:
@@ -686,7 +733,7 @@ def _check_recorded_jobs(jobs: list[SlurmJob], where: str) -> None:
     outcome, failure, message = job_outcome(launch)
     assert (outcome, failure) == (
         JobOutcome.FAILED,
-        FailureClass.INFRASTRUCTURE,
+        FailureClass.SPEC_REJECTED,
     ) and "ESLURMD_IO_ERROR" in message
     (cancelled,) = by_name["cancelled"]
     assert job_outcome(cancelled)[:2] == (JobOutcome.FAILED, FailureClass.UNKNOWN)

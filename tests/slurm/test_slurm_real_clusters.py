@@ -145,14 +145,14 @@ def test_purged_job_without_accounting_is_an_infrastructure_failure(
         assert str(lost.value).startswith(
             f"job {job_id} is no longer known to slurmctld and the cluster keeps no accounting"
         )
-        assert lost.value.failure_class == FailureClass.INFRASTRUCTURE.value
+        assert lost.value.failure_class == FailureClass.OUTCOME_UNKNOWN.value
         assert hook.get_array_tasks(job_id) == []
 
 
 # ---- states on the way and at the end ----------------------------------------------------------------
 
 
-def test_launch_failure_is_infrastructure_and_a_signal_is_the_program(
+def test_a_missing_output_directory_is_the_submission_and_a_signal_is_the_program(
     sandbox: Sandbox, hooks: dict[str, SlurmHook], jobs: list[int], workdir: Path
 ) -> None:
     """An output file slurmstepd cannot create: 22.05 ends FAILED/JobLaunchFailure, 24.11 and 26.05
@@ -173,8 +173,8 @@ def test_launch_failure_is_infrastructure_and_a_signal_is_the_program(
         job = _wait_state(hook, launched[transport], {"FAILED", "COMPLETED"})
         assert (job.state, job.exit_code, job.exit_signal) == ("FAILED", 0, 53), transport
         outcome, failure, message = job_outcome(job)
-        assert (outcome, failure) == (JobOutcome.FAILED, FailureClass.INFRASTRUCTURE), message
-        assert "ESLURMD_IO_ERROR" in message
+        assert (outcome, failure) == (JobOutcome.FAILED, FailureClass.SPEC_REJECTED), message
+        assert "ESLURMD_IO_ERROR" in message and "--output" in message
         job = _wait_state(hook, killed[transport], {"FAILED", "COMPLETED"})
         assert (job.state, job.exit_signal) == ("FAILED", 9), transport
         assert job_outcome(job)[:2] == (JobOutcome.FAILED, FailureClass.USER_PROGRAM_FAILED)

@@ -239,8 +239,8 @@ def test_gke_connection_saved_through_the_form_reaches_the_cluster(
 
 @pytest.mark.parametrize(
     ("clicks", "local_files"),
-    [((), True), (("off", "on"), True), (("off",), False)],
-    ids=["untouched", "off-and-on", "off"],
+    [((), False), (("on", "off"), False), (("on",), True)],
+    ids=["untouched", "on-and-off", "on"],
 )
 def test_slurm_rest_connection_saved_through_the_form(
     page: Page,
@@ -252,7 +252,6 @@ def test_slurm_rest_connection_saved_through_the_form(
     local_files: bool,
 ) -> None:
     from airflow_provider_pathways.hooks.slurm import SlurmHook
-    from airflow_provider_pathways.slurm.errors import SlurmError
 
     conn_id = f"ui_slurm_rest_{len(clicks)}"
     dialog = new_connection(page, airflow_ui, conn_id, "Pathways on Slurm")
@@ -269,7 +268,7 @@ def test_slurm_rest_connection_saved_through_the_form(
     choose(dialog, "slurmrestd API version (REST)", "v0.0.40")
     choose(dialog, "Scheme (REST)", "http")  # contradicts the https:// host: TLS must stay
     files = switch(dialog, "Job files are on this machine's filesystem (REST)")
-    expect(files).to_have_attribute("data-state", "checked")  # what the hook does when unset
+    expect(files).to_have_attribute("data-state", "unchecked")  # what the hook does when unset
     for click in clicks:
         files.click()
         expect(files).to_have_attribute("data-state", "checked" if click == "on" else "unchecked")
@@ -278,20 +277,22 @@ def test_slurm_rest_connection_saved_through_the_form(
 
     saved_connection(conn_id)
     hook = SlurmHook(conn_id)
+    if not local_files:  # REST with no way to read job files: refused, naming both fixes
+        ok, message = hook.test_connection()
+        assert not ok and "REST alone cannot read job files" in message
+        with pytest.raises(ValueError, match="set extra ssh_host"):
+            hook.settings  # noqa: B018
+        return
     try:
         settings = hook.settings
         assert (settings.transport, settings.scheme, settings.host) == ("rest", "https", "slurm.example.com")
         assert settings.port == 6820
         assert settings.api_version == "v0.0.40"
         assert settings.password == TOKEN
-        assert settings.shared_fs is local_files
+        assert settings.shared_fs is True
         job_output = tmp_path / "slurm-1.out"
         job_output.write_text("step 3: loss=0.6931\n")
-        if local_files:
-            assert hook.read_file(str(job_output)) == "step 3: loss=0.6931\n"
-        else:
-            with pytest.raises(SlurmError, match="has no file access"):
-                hook.read_file(str(job_output))
+        assert hook.read_file(str(job_output)) == "step 3: loss=0.6931\n"
     finally:
         hook.close()
 

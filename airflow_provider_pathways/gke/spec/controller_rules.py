@@ -272,29 +272,29 @@ def component_problems(components: object, out: list[SpecProblem]) -> None:
             )
         else:
             seen[ctype] = index
+        # An empty or absent image means the controller's default (MakeComponentImage); for the
+        # colocated Python sidecar, no sidecar (MakeColocateHeadWithWorkersPythonInitContainers).
         image = getattr(component, "image", None)
-        if image is not None:
+        if image not in (None, ""):
             reason = k8s.image_reference_error(image) if isinstance(image, str) else "must be a string"
             if reason:
                 out.append(
                     SpecProblem(f"{cpath}.image", f"{image!r} {reason}", "use a pullable image reference")
                 )
-        elif ctype == "colocated_python_sidecar":
-            out.append(
-                SpecProblem(f"{cpath}.image", "is missing", "set the image of the colocated Python sidecar")
-            )
+        # The controller appends customFlags to the component's arguments verbatim
+        # (AppendCustomComponentFlags): any strings, `--name=value` and absl's `-name=value` alike.
         flags = getattr(component, "custom_flags", None)
         if flags is not None:
             if not isinstance(flags, list):
                 out.append(SpecProblem(f"{cpath}.customFlags", "must be a list of strings", "pass a list"))
             else:
                 for flag_index, flag in enumerate(flags):
-                    if not isinstance(flag, str) or not flag.startswith("--"):
+                    if not isinstance(flag, str):
                         out.append(
                             SpecProblem(
                                 f"{cpath}.customFlags[{flag_index}]",
-                                f"{flag!r} is not a flag",
-                                "write flags as '--name=value'",
+                                f"{flag!r} is not a string",
+                                "write flags as text, e.g. '--name=value'",
                             )
                         )
         _env_problems(getattr(component, "custom_env", None), f"{cpath}.customEnv", out)

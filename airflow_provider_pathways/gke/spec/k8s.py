@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from airflow_provider_pathways.gke.naming import LABEL_VALUE
+
 __all__ = [
     "MAX_ANNOTATIONS_BYTES",
     "MAX_NAME",
@@ -25,7 +27,6 @@ MAX_ANNOTATIONS_BYTES = 256 * 1024
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
@@ -89,7 +90,7 @@ def label_value_error(value: object) -> str | None:
         return f"must be a string, not {type(value).__name__} {value!r}"
     if len(value) > MAX_NAME:
         return f"is {len(value)} characters, more than {MAX_NAME}"
-    if not _LABEL_VALUE.fullmatch(value):
+    if not LABEL_VALUE.fullmatch(value):
         return "must be empty or letters, digits, '-', '_' and '.', starting and ending alnum"
     return None
 

@@ -6,6 +6,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_provider_pathways.gke.resources import JobKind
 from airflow_provider_pathways.gke.spec.constants import (
     API_VERSION,
     KIND,
@@ -39,7 +40,7 @@ def check_identity(data: Mapping[str, Any]) -> None:
     kind = data.get("kind")
     if kind is not None and kind != KIND:
         fix = f"load a {KIND} manifest (apiVersion {API_VERSION})"
-        if kind == "JobSet":
+        if kind == JobKind.JOBSET.value:
             fix += "; JobSets are rendered from a PathwaysJobSpec with to_jobset(), not loaded"
         problems.append(SpecProblem("kind", f"is {kind!r}, not {KIND!r}", fix))
     api_version = data.get("apiVersion")

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import yaml
 
 from airflow_provider_pathways.gke import tpu
+from airflow_provider_pathways.gke.naming import coordinator_label_value
 from airflow_provider_pathways.gke.spec import validation, yaml_io
 from airflow_provider_pathways.gke.spec.constants import (
     API_VERSION,
@@ -296,7 +297,7 @@ class PathwaysJobSpec:
         """In-cluster DNS name of the head pod: ``<name>-pathways-head-0-0.<name>``."""
         if not isinstance(self.name, str) or not self.name:
             raise PathwaysSpecError([missing_name_problem()])
-        return f"{self.name}-{HEAD_REPLICATED_JOB}-0-0.{self.name}"
+        return coordinator_label_value(self.name)
 
     @property
     def proxy_address(self) -> str:

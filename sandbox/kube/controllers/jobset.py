@@ -96,8 +96,8 @@ class JobSetController(Controller):
     def reconcile(self, key: Any) -> None:
         namespace, name = key
         jobset = self.store.find(JOBSETS, namespace, name)
-        if jobset is None:
-            return
+        if jobset is None or (jobset.get("metadata") or {}).get("deletionTimestamp"):
+            return  # upstream does not reconcile a JobSet marked for deletion
         spec = jobset.get("spec") or {}
         managed_by = spec.get("managedBy")
         if managed_by and managed_by != "jobset.sigs.k8s.io/jobset-controller":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sandbox.kube.controllers.base import Controller
@@ -426,6 +427,26 @@ class Kubelet(Controller):
 
     def disrupt(self, pod: dict[str, Any], reason: str, message: str) -> dict[str, Any] | None:
         """Fail a pod with a ``DisruptionTarget`` condition (preemption, node loss)."""
+        return self._kill(pod, 143, lambda status, stamp: _replace_condition(
+            status, _condition("DisruptionTarget", "True", stamp, reason, message)
+        ))  # fmt: skip
+
+    def evict(self, pod: dict[str, Any], message: str) -> dict[str, Any] | None:
+        """Evict a pod for its local storage use, as the kubelet's eviction manager does
+        (``localStorageEviction``: grace period 0, pod reason ``Evicted`` with the message, no
+        ``DisruptionTarget``, a Warning ``Evicted`` event)."""
+
+        def evicted(status: dict[str, Any], stamp: str) -> None:
+            status["reason"], status["message"] = "Evicted", message
+
+        written = self._kill(pod, 137, evicted)
+        if written is not None:
+            self.events.record(written, "Warning", "Evicted", message, "kubelet")
+        return written
+
+    def _kill(
+        self, pod: dict[str, Any], exit_code: int, mark: Callable[[dict[str, Any], str], None]
+    ) -> dict[str, Any] | None:
         stamp = rfc3339()
         self.sim.programs.pop(pod["metadata"]["uid"], None)
         self.sim.pod_ready_at[pod["metadata"]["uid"]] = math.inf
@@ -433,7 +454,7 @@ class Kubelet(Controller):
         def apply(obj: dict[str, Any]) -> None:
             status = obj.setdefault("status", {})
             status["phase"] = "Failed"
-            _replace_condition(status, _condition("DisruptionTarget", "True", stamp, reason, message))
+            mark(status, stamp)
             for type_ in ("Ready", "ContainersReady"):
                 _replace_condition(status, _condition(type_, "False", stamp, "PodFailed"))
             statuses = []
@@ -446,7 +467,7 @@ class Kubelet(Controller):
                         started=False,
                         state={
                             "terminated": {
-                                "exitCode": 143,
+                                "exitCode": exit_code,
                                 "reason": "Error",
                                 "startedAt": started,
                                 "finishedAt": stamp,

@@ -1,4 +1,5 @@
-"""Scenario actions for tests and benchmarks: preemption, node loss, suspend/resume, program end, eviction."""
+"""Scenario actions for tests and benchmarks: preemption, node loss, suspend/resume, program end,
+Kueue eviction, a pod's kubelet eviction for its own storage use."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ ACTIONS = (
     "fail-program",
     "complete-program",
     "evict",
+    "exceed-ephemeral-storage",
 )
 PREEMPTION_MESSAGE = "default-scheduler: preempting to accommodate a higher priority pod"
 NODE_LOST_MESSAGE = "PodGC: node no longer exists"
@@ -145,6 +147,23 @@ def run_action(
         if not pods:
             raise ApiError(409, f"jobset {name} has no pending or running head pod", "Conflict")
         result["pods"], result["exit_code"] = pods, code
+    elif action == "exceed-ephemeral-storage":
+        # The pods of one Job (``?slice=i``, ``&replicatedJob=pathways-head`` for the head) wrote more
+        # than their container's ephemeral-storage limit: the kubelet evicts them
+        # (eviction_manager.go containerEphemeralStorageLimitEviction, helpers.go's message).
+        job, pods = _slice(mgr, jobset, params)
+        if not pods:
+            raise ApiError(409, f"job {job['metadata']['name']} has no pending or running pods", "Conflict")
+        limit = params.get("limit", "10Gi")
+        for pod in pods:
+            names = [c["name"] for c in pod["spec"]["containers"]]
+            container = params.get("container") or (
+                main_container(jobset) if main_container(jobset) in names else names[0]
+            )
+            message = f'Container {container} exceeded its local ephemeral storage limit "{limit}". '
+            mgr.kubelet.evict(pod, message)
+        result["job"] = job["metadata"]["name"]
+        result["pods"] = [p["metadata"]["name"] for p in pods]
     elif action == "evict":
         readmit = params.get("readmit", "never")
         if readmit not in ("never", "auto"):

@@ -187,22 +187,22 @@ def test_alias_bomb_is_refused_in_bounded_time_and_memory() -> None:
         ("a: " + "x" * (MAX_YAML_BYTES + 1), "bytes"),
     ],
 )
-def test_hostile_documents_are_refused_quickly(text: str, message: str) -> None:
-    started = time.perf_counter()
+def test_hostile_documents_are_refused_before_they_are_expanded(text: str, message: str) -> None:
+    """The bound that fires names itself; how fast is measured in bench/bench_spec_load.py."""
     with pytest.raises(PathwaysSpecError, match=message):
         PathwaysJobSpec.from_yaml(text)
-    assert time.perf_counter() - started < 1.0
 
 
-def test_largest_accepted_document_loads_within_a_second() -> None:
+def test_largest_accepted_document_loads_validates_and_renders() -> None:
+    """Just under MAX_YAML_BYTES (its cost against plain PyYAML: bench/bench_spec_load.py)."""
     env = "".join(f"          - {{name: V{i}, value: '{'x' * 40}'}}\n" for i in range(2500))
     text = (
         _spec().to_yaml().replace("        - name: main\n", f"        - name: main\n          env:\n{env}", 1)
     )
     assert len(text.encode()) < MAX_YAML_BYTES
-    started = time.perf_counter()
     spec = PathwaysJobSpec.from_yaml(text)
     assert spec.problems() == []
-    spec.to_pathwaysjob()
+    assert (
+        len(spec.to_pathwaysjob()["spec"]["controller"]["template"]["spec"]["containers"][0]["env"]) == 2500
+    )
     spec.to_jobset()
-    assert time.perf_counter() - started < 1.5

@@ -260,15 +260,9 @@ INVALID = [
         "image reference",
     ),
     (
-        "sidecar-without-image",
-        _with(custom_components=[CustomComponent("colocated_python_sidecar")]),
-        "spec.customComponents[0].image",
-        "image",
-    ),
-    (
-        "flag-without-dashes",
-        _with(custom_components=[CustomComponent("worker", custom_flags=["xla=1"])]),
-        "spec.customComponents[0].customFlags[0]",
+        "flag-not-text",
+        _with(custom_components=[CustomComponent("worker", custom_flags=["--a=1", 2])]),  # type: ignore[list-item]
+        "spec.customComponents[0].customFlags[1]",
         "--name=value",
     ),
 ]
@@ -381,3 +375,32 @@ def test_schema_fixture_rejects_bad_manifests(assert_valid_manifest: Validate) -
     manifest["spec"]["workers"][0]["numslices"] = 2
     with pytest.raises(AssertionError, match="numslices"):
         assert_valid_manifest(manifest)
+
+
+def test_what_the_controller_accepts_in_custom_components_is_accepted(
+    assert_valid_manifest: Validate,
+) -> None:
+    """pathwaysjob_controller.go v0.1.4: AppendCustomComponentFlags appends customFlags verbatim
+    (absl also reads ``-name=value``); MakeComponentImage falls back to the default image when
+    ``image`` is empty; MakeColocateHeadWithWorkersPythonInitContainers adds no sidecar without one."""
+    spec = dataclasses.replace(
+        valid_spec(),
+        custom_components=[
+            CustomComponent("worker", image="", custom_flags=["-v=1", "--xla_flag=true"]),
+            CustomComponent("pathways_server", image="", custom_flags=["--vmodule=rm=2"]),
+            CustomComponent("colocated_python_sidecar", image=""),
+        ],
+    )
+    assert spec.problems() == []
+    assert_valid_manifest(spec.to_pathwaysjob())
+    jobset = spec.to_jobset()
+    containers = [
+        c
+        for rjob in jobset["spec"]["replicatedJobs"]
+        for c in rjob["template"]["spec"]["template"]["spec"].get("containers", [])
+        + rjob["template"]["spec"]["template"]["spec"].get("initContainers", [])
+    ]
+    worker = next(c for c in containers if c["name"] == "pathways-worker")
+    assert worker["image"] == "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.5.3"
+    assert worker["args"][-2:] == ["-v=1", "--xla_flag=true"]
+    assert "colocated-python-sidecar" not in {c["name"] for c in containers}

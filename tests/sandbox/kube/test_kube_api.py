@@ -294,3 +294,45 @@ def test_request_counters(kube, custom, namespace):
     assert counts["by_verb_resource"] == {"get pathwaysjobs": 1, "list pathwaysjobs": 1}
     assert counts["total"] == 2
     assert kube.control("requests/reset")["total"] == 0
+
+
+def test_a_finalizer_holds_a_deleted_object_until_it_is_removed(
+    custom, batch, namespace, make_jobset, wait_for
+):
+    """Graceful deletion: the object gets deletionTimestamp and stays while it has finalizers;
+    Foreground takes its dependents first; removing the last finalizer removes it."""
+    custom.create_namespaced_custom_object(*JS, namespace, "jobsets", make_jobset("held", num_slices=1))
+    wait_for(lambda: len(batch.list_namespaced_job(namespace).items) == 2, what="jobs created")
+    hold = {"metadata": {"finalizers": ["example.com/hold"]}}
+    custom.patch_namespaced_custom_object(*JS, namespace, "jobsets", "held", hold)
+    marked = custom.delete_namespaced_custom_object(
+        *JS, namespace, "jobsets", "held", propagation_policy="Foreground"
+    )
+    stamp = marked["metadata"]["deletionTimestamp"]
+    assert (
+        stamp
+        and custom.get_namespaced_custom_object(*JS, namespace, "jobsets", "held")["metadata"][
+            "deletionTimestamp"
+        ]
+        == stamp
+    )
+    assert batch.list_namespaced_job(namespace).items == []  # and the JobSet controller leaves it alone
+    again = custom.delete_namespaced_custom_object(*JS, namespace, "jobsets", "held")
+    assert again["metadata"]["deletionTimestamp"] == stamp
+    custom.patch_namespaced_custom_object(
+        *JS, namespace, "jobsets", "held", {"metadata": {"finalizers": None}}
+    )
+    with pytest.raises(k8s.ApiException) as gone:
+        custom.get_namespaced_custom_object(*JS, namespace, "jobsets", "held")
+    assert gone.value.status == 404
+
+
+def test_injected_faults_can_answer_one_verb(kube, custom, namespace):
+    kube.control("faults", method="POST", status=403, count=1, verb="DELETE")
+    custom.list_namespaced_custom_object(*PW, namespace, "pathwaysjobs")  # a GET is not affected
+    with pytest.raises(k8s.ApiException) as refused:
+        custom.delete_namespaced_custom_object(*PW, namespace, "pathwaysjobs", "x")
+    assert refused.value.status == 403 and json.loads(refused.value.body)["reason"] == "Forbidden"
+    with pytest.raises(k8s.ApiException) as missing:
+        custom.delete_namespaced_custom_object(*PW, namespace, "pathwaysjobs", "x")
+    assert missing.value.status == 404

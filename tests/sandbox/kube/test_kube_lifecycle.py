@@ -356,3 +356,33 @@ def test_max_ready_slices_caps_readiness(pw_api, core, namespace, make_pathways_
     assert helpers.rjob_status(jobset, "worker")["active"] == 3
     assert _true(jobset, "StartupPolicyInProgress") and not jobset["status"].get("terminalState")
     assert _types(pw_api.get(namespace, "cap")) == [("Pending", "True")]
+
+
+def test_exceed_ephemeral_storage_evicts_like_the_kubelet(
+    kube, pw_api, core, batch, namespace, make_pathways_job, wait_for
+):
+    """eviction_manager.go localStorageEviction: reason Evicted with helpers.go's message, no
+    DisruptionTarget (so no pod failure policy matches), a Warning Evicted event."""
+    pw_api.create(namespace, make_pathways_job("disk", max_restarts=0, annotations=LONG))
+    wait_for(lambda: _running(pw_api, namespace, "disk"))
+    result = kube.action(
+        namespace, "disk", "exceed-ephemeral-storage", slice=0, replicatedJob="pathways-head"
+    )
+    [pod] = [
+        p
+        for p in _pods(core, namespace, "job-name=disk-pathways-head-0")
+        if p.metadata.name in result["pods"]
+    ]
+    assert pod.status.phase == "Failed" and pod.status.reason == "Evicted"
+    assert (
+        pod.status.message.startswith("Container ")
+        and 'local ephemeral storage limit "10Gi"' in pod.status.message
+    )
+    assert not any(c.type == "DisruptionTarget" for c in pod.status.conditions or [])
+    assert {s.state.terminated.exit_code for s in pod.status.container_statuses} == {137}
+    events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod.metadata.name}")
+    assert any(e.reason == "Evicted" and e.type == "Warning" for e in events.items)
+    head = wait_for(
+        lambda: _when(batch.read_namespaced_job("disk-pathways-head-0", namespace), lambda j: j.status.failed)
+    )
+    assert any(c.type == "Failed" and c.reason == "BackoffLimitExceeded" for c in head.status.conditions)

@@ -219,6 +219,7 @@ async def test_dropped_watch_breaks_the_stream(kube, namespace):
         await api.close()
 
 
+@pytest.mark.slow
 async def test_500_concurrent_watches_all_get_events(kube, custom, namespace, make_pathways_job):
     """500 open watches: the API still answers, each watch gets the new object's ADDED event. How
     fast it answers meanwhile is measured by bench/bench_kube_watches.py."""

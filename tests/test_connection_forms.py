@@ -37,6 +37,8 @@ def settings(
     **extra: Any,
 ) -> SlurmSettings:
     extra.setdefault("transport", "rest")
+    if extra["transport"] == "rest" and "ssh_host" not in extra:
+        extra.setdefault("shared_fs", True)  # REST needs file access (see the tests of that below)
     conn = Connection(
         conn_id="pathways_slurm_form",
         conn_type="pathways_slurm",
@@ -93,21 +95,38 @@ def test_an_ssh_password_is_kept_as_typed() -> None:
     assert got.password == " SLURM_JWT=is-a-password "
 
 
-def test_the_file_access_switch_defaults_to_what_the_hook_does_unset() -> None:
-    form_default = _fields("pathways_slurm")["shared_fs"]["schema"]["default"]
-    assert form_default is True
-    assert settings().shared_fs is form_default
-    assert settings(shared_fs=None).shared_fs is form_default
+def as_written(extra: dict[str, Any]) -> Connection:
+    """A REST connection with a token and exactly ``extra``, as an environment variable or a
+    secrets backend holds it (no form filled anything in)."""
+    return Connection(
+        conn_id="pathways_slurm_as_written",
+        conn_type="pathways_slurm",
+        host="slurm.example.com",
+        login="pathways",
+        password=TOKEN,
+        extra=json.dumps(extra),
+    )
+
+
+@pytest.mark.parametrize("unset", [{}, {"shared_fs": None}, {"shared_fs": False}, {"shared_fs": "false"}])
+def test_rest_without_a_way_to_read_files_is_refused(unset: dict[str, Any]) -> None:
+    """The switch is off unless set (Airflow off the cluster does not see its filesystem), and a REST
+    connection that can read files neither over SSH nor locally is refused, naming both fixes."""
+    assert _fields("pathways_slurm")["shared_fs"]["schema"]["default"] is False
+    with pytest.raises(ValueError, match="REST alone cannot read job files") as refused:
+        SlurmSettings.from_connection(as_written({"transport": "rest", **unset}))
+    assert "'pathways_slurm_as_written'" in str(refused.value)
+    assert "ssh_host" in str(refused.value) and "shared_fs=true" in str(refused.value)
+    assert TOKEN not in str(refused.value)
 
 
 @pytest.mark.parametrize(
     ("extra", "local", "sftp_host"),
     [
         ({"shared_fs": True}, True, None),
-        ({"shared_fs": False}, False, None),  # switched off: no file access, as shown
-        ({"shared_fs": "false"}, False, None),
+        ({"shared_fs": "true"}, True, None),
         ({"ssh_host": "login-0"}, False, "login-0"),
-        ({"ssh_host": "login-0", "shared_fs": True}, False, "login-0"),  # the form's default with ssh_host
+        ({"ssh_host": "login-0", "shared_fs": True}, False, "login-0"),  # the SSH host wins
         ({"ssh_host": "login-0", "shared_fs": False}, False, "login-0"),
     ],
 )
@@ -120,18 +139,16 @@ def test_an_ssh_host_is_the_file_access_when_set(
 
 
 def test_form_defaults_are_the_hooks_defaults() -> None:
+    """Every default the form shows is what the hook does with the field unset (a connection from
+    an environment variable or a secrets backend has only what its author wrote)."""
     fields = _fields("pathways_slurm")
-    unset = settings()
-    for name in (
-        "verify_ssl",
-        "strict_host_key_checking",
-        "connect_timeout",
-        "request_timeout",
-        "command_timeout",
-    ):
-        assert fields[name]["schema"]["default"] == getattr(unset, name), name
-    assert fields["api_version"]["schema"]["default"] == unset.api_version
-    assert fields["scheme"]["schema"]["default"] is None  # decided from the host and port
+    # The one thing REST needs besides the token: a way to read job files.
+    unset = SlurmSettings.from_connection(as_written({"ssh_host": "login-0"}))
+    shown = {name: f["schema"]["default"] for name, f in fields.items() if "default" in f["schema"]}
+    assert shown.pop("scheme") is None  # decided from the host and port
+    assert shown.pop("shared_fs") is False  # see test_rest_without_a_way_to_read_files_is_refused
+    assert {"transport", "api_version", "verify_ssl", "strict_host_key_checking"} <= set(shown)
+    assert shown == {name: getattr(unset, name) for name in shown}
 
 
 def test_closed_value_sets_are_dropdowns_with_every_value_the_hook_accepts() -> None:

@@ -1,0 +1,271 @@
+"""Reach a GKE cluster with a Google identity, as the google provider's ``GKEStartPodOperator`` does.
+
+A Pathways-on-GKE connection with ``gcp_conn_id`` names the cluster (``gcp_project``,
+``gke_location``, ``gke_cluster``) and the Google Cloud connection to sign in with (with
+``impersonation_chain``). The cluster's endpoint and CA come from the GKE API
+(``projects.locations.clusters.get``), the bearer token from those Google credentials, refreshed
+before it expires on every request: in the worker and in the triggerer, where the credentials are
+rebuilt from the connections (a trigger carries no token). Everything Google is imported only when
+such a client is built: kubeconfig users need no google provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from google.auth.credentials import Credentials
+    from kubernetes import client as sync_client
+    from kubernetes_asyncio import client as async_client
+
+# The Cluster field each endpoint choice reads; the DNS endpoint has a publicly trusted certificate.
+ENDPOINT_FIELDS = {
+    "public": "endpoint",
+    "private": "privateClusterConfig.privateEndpoint",
+    "dns": "controlPlaneEndpointsConfig.dnsEndpointConfig.endpoint",
+}
+CLUSTER_FIELDS = ("gcp_project", "gke_location", "gke_cluster")
+KUBECONFIG_FIELDS = ("in_cluster", "kube_config_path", "kube_config")
+INSTALL_GOOGLE = "pip install 'airflow-provider-pathways[google]'"
+
+
+class GkeConnectionError(RuntimeError):
+    """The connection cannot reach its cluster with its Google identity (never worth a retry)."""
+
+
+class GoogleTokenUnavailable(ConnectionError):
+    """The Google token endpoint could not be reached or asked to retry (transient)."""
+
+
+@dataclass(frozen=True)
+class GkeTarget:
+    """Which cluster a connection reaches, through which endpoint, as which Google identity."""
+
+    conn_id: str | None
+    project: str
+    location: str
+    cluster: str
+    gcp_conn_id: str
+    impersonation_chain: tuple[str, ...] = ()
+    endpoint: str = "public"
+    api_endpoint: str | None = None
+
+    @classmethod
+    def from_extras(cls, conn_id: str | None, extras: Mapping[str, Any]) -> GkeTarget | None:
+        """The target of a connection's extra fields; None when it names no ``gcp_conn_id``."""
+
+        def field(key: str) -> Any:
+            value = extras.get(key, extras.get(f"extra__kubernetes__{key}"))
+            return value.strip() if isinstance(value, str) else value
+
+        gcp_conn_id = field("gcp_conn_id")
+        if not gcp_conn_id:
+            return None
+        where = f"Kubernetes connection {conn_id!r}"
+        clashing = [key for key in KUBECONFIG_FIELDS if field(key)]
+        if clashing:
+            raise GkeConnectionError(
+                f"{where}: gcp_conn_id (sign in with a Google identity) and {', '.join(clashing)} "
+                "exclude each other; keep one"
+            )
+        missing = [key for key in CLUSTER_FIELDS if not field(key)]
+        if missing:
+            raise GkeConnectionError(f"{where}: gcp_conn_id needs the cluster too: set {', '.join(missing)}")
+        endpoint = str(field("gke_endpoint") or "public").lower()
+        if endpoint not in ENDPOINT_FIELDS:
+            raise GkeConnectionError(
+                f"{where}: gke_endpoint {endpoint!r} is none of {', '.join(ENDPOINT_FIELDS)}"
+            )
+        chain = field("impersonation_chain") or ()
+        if isinstance(chain, str):
+            chain = [part.strip() for part in chain.split(",")]
+        return cls(
+            conn_id=conn_id,
+            project=field("gcp_project"),
+            location=field("gke_location"),
+            cluster=field("gke_cluster"),
+            gcp_conn_id=gcp_conn_id,
+            impersonation_chain=tuple(part for part in chain if part),
+            endpoint=endpoint,
+            api_endpoint=field("gke_api_endpoint") or None,
+        )
+
+    @property
+    def resource_name(self) -> str:
+        return f"projects/{self.project}/locations/{self.location}/clusters/{self.cluster}"
+
+    @property
+    def where(self) -> str:
+        return f"Kubernetes connection {self.conn_id!r} (Google connection {self.gcp_conn_id!r})"
+
+
+class TokenSource:
+    """The Google credentials' access token, refreshed when it is about to expire (the google-auth
+    rule: a few minutes before its end); one refresh at a time, shared by every user."""
+
+    def __init__(self, credentials: Credentials, target: GkeTarget) -> None:
+        self.credentials = credentials
+        self.target = target
+        self._lock = threading.Lock()
+
+    def token(self) -> str:
+        with self._lock:
+            if not self.credentials.valid:
+                self._refresh()
+            return str(self.credentials.token)
+
+    async def a_token(self) -> str:
+        if self.credentials.valid:
+            return str(self.credentials.token)
+        return await asyncio.to_thread(self.token)
+
+    def _refresh(self) -> None:
+        from google.auth import exceptions
+        from google.auth.transport.requests import Request
+
+        try:
+            self.credentials.refresh(Request())
+        except exceptions.RefreshError as err:
+            reason = _reason(err)
+            if getattr(err, "retryable", False):
+                raise GoogleTokenUnavailable(
+                    f"{self.target.where}: the Google token endpoint asked to retry ({reason})"
+                ) from None
+            raise GkeConnectionError(
+                f"{self.target.where}: the Google credentials got no access token ({reason}); check "
+                "that the account, its key and its impersonation rights are still valid"
+            ) from None
+        except exceptions.TransportError as err:
+            raise GoogleTokenUnavailable(
+                f"{self.target.where}: the Google token endpoint is unreachable ({type(err).__name__})"
+            ) from None
+
+
+def _reason(err: Exception) -> str:
+    """The OAuth error code and description of a refusal (never the request or its tokens)."""
+    first = err.args[0] if err.args else ""
+    return (first if isinstance(first, str) else type(err).__name__)[:200]
+
+
+@dataclass
+class ClusterAccess:
+    """Where the cluster's API server is and how to sign in to it."""
+
+    url: str
+    ca_certificate: str | None  # base64 PEM, as the GKE API gives it; None: the system's CAs
+    tokens: TokenSource
+
+    def ca_file(self) -> str | None:
+        if self.ca_certificate is None:
+            return None
+        from kubernetes.config.kube_config import FileOrData
+
+        # Cached by content (one file per CA), removed when the process ends.
+        file: str = FileOrData(
+            {"certificate-authority-data": self.ca_certificate}, file_key_name="certificate-authority"
+        ).as_file()
+        return file
+
+
+def cluster_access(target: GkeTarget) -> ClusterAccess:
+    """Sign in with the Google connection and read the cluster's endpoint and CA from the GKE API.
+
+    Blocking (the connection is read and two HTTP requests are made)."""
+    try:
+        from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
+        from airflow.providers.google.common.consts import CLIENT_INFO
+    except ImportError:
+        raise GkeConnectionError(
+            f"{target.where}: signing in with a Google identity needs apache-airflow-providers-google "
+            f"({INSTALL_GOOGLE})"
+        ) from None
+    from airflow.sdk.exceptions import AirflowNotFoundException
+    from google.api_core import exceptions as api_exceptions
+    from google.api_core.client_options import ClientOptions
+    from google.cloud.container_v1 import ClusterManagerClient
+
+    try:
+        hook = GKEHook(
+            gcp_conn_id=target.gcp_conn_id,
+            location=target.location,
+            impersonation_chain=list(target.impersonation_chain) or None,
+        )
+        credentials = hook.get_credentials()
+    except AirflowNotFoundException:
+        raise GkeConnectionError(f"{target.where}: no Airflow connection {target.gcp_conn_id!r}") from None
+    tokens = TokenSource(credentials, target)
+    tokens.token()  # a refusal is reported here, by TokenSource, naming the connection
+    # REST, not gRPC: the endpoint can be given as a URL (gke_api_endpoint), as for any Google API.
+    client = ClusterManagerClient(
+        credentials=credentials,
+        client_info=CLIENT_INFO,
+        client_options=ClientOptions(api_endpoint=target.api_endpoint) if target.api_endpoint else None,
+        transport="rest",
+    )
+    try:
+        cluster = client.get_cluster(name=target.resource_name)
+    except api_exceptions.GoogleAPICallError as err:
+        raise GkeConnectionError(
+            f"{target.where}: the GKE API answered {err.code} for {target.resource_name}: {err.message}"
+        ) from None
+    finally:
+        client.transport.close()
+    if target.endpoint == "dns":
+        host = cluster.control_plane_endpoints_config.dns_endpoint_config.endpoint
+    elif target.endpoint == "private":
+        host = cluster.private_cluster_config.private_endpoint
+    else:
+        host = cluster.endpoint
+    if not host:
+        raise GkeConnectionError(
+            f"{target.where}: cluster {target.resource_name} has no {target.endpoint} endpoint "
+            f"({ENDPOINT_FIELDS[target.endpoint]} is empty); choose another gke_endpoint"
+        )
+    ca = None if target.endpoint == "dns" else cluster.master_auth.cluster_ca_certificate
+    if ca is not None:
+        base64.b64decode(ca, validate=True)  # a damaged answer fails here, not in the TLS layer
+    return ClusterAccess(url=f"https://{host}", ca_certificate=ca, tokens=tokens)
+
+
+# kubernetes >= 36 reads the bearer token as "BearerToken", older clients as "authorization".
+_KEYS = ("BearerToken", "authorization")
+
+
+def sync_api_client(target: GkeTarget) -> sync_client.ApiClient:
+    """A ``kubernetes`` API client for the cluster whose token is refreshed before each request
+    when it is about to expire."""
+    from airflow.providers.cncf.kubernetes.kube_client import _TimeoutK8sApiClient
+    from kubernetes import client
+
+    access = cluster_access(target)
+    configuration = client.Configuration()
+    configuration.host = access.url
+    configuration.ssl_ca_cert = access.ca_file()
+    configuration.api_key_prefix = dict.fromkeys(_KEYS, "Bearer")
+
+    def refresh(config: client.Configuration) -> None:
+        config.api_key = dict.fromkeys(_KEYS, access.tokens.token())
+
+    refresh(configuration)
+    configuration.refresh_api_key_hook = refresh
+    return _TimeoutK8sApiClient(configuration=configuration, enable_tcp_keepalive=True)
+
+
+async def configure_async(configuration: async_client.Configuration, target: GkeTarget) -> None:
+    """Point a ``kubernetes_asyncio`` configuration at the cluster; its token is refreshed before
+    each request when it is about to expire (in a thread, without blocking the event loop)."""
+    access = await asyncio.to_thread(cluster_access, target)
+    configuration.host = access.url
+    configuration.ssl_ca_cert = access.ca_file()
+    configuration.api_key_prefix = {"BearerToken": "Bearer"}
+    configuration.api_key = {"BearerToken": await access.tokens.a_token()}
+
+    async def refresh(config: async_client.Configuration) -> None:
+        config.api_key = {"BearerToken": await access.tokens.a_token()}
+
+    configuration.refresh_api_key_hook = refresh

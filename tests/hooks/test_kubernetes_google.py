@@ -1,0 +1,249 @@
+"""A Pathways-on-GKE connection that signs in with a Google identity, against the stand-ins of
+Google's token endpoint, the GKE API and the cluster's TLS endpoints (``sandbox.kube --google``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+from airflow_provider_pathways.hooks.kubernetes_errors import CredentialsRefused
+from airflow_provider_pathways.hooks.kubernetes_google import GkeConnectionError
+from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
+from sandbox.kube.launcher import KubeStandin, start_kube_standin
+from tests.airflow_runs import load_dag, run_dag
+from tests.kube_jobs import async_wait_for, new_spec
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+TOKEN_LIFETIME = 3.0
+NS = "google-identity"
+# Every access token the stand-in issues starts so; none may reach an error or a log.
+TOKEN_PREFIX = "ya29.sandbox-"
+
+
+def _env_name(conn_id: str) -> str:
+    return f"AIRFLOW_CONN_{conn_id.upper()}"
+
+
+@pytest.fixture(scope="module")
+def short_lived(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeStandin]:
+    """Access tokens live TOKEN_LIFETIME seconds and every watch ends after one: a wait keeps
+    coming back with a fresh token. Connections ``gke_google`` and ``gcp_google``."""
+    standin = start_kube_standin(
+        tmp_path_factory.mktemp("kube-google"),
+        extra_args=("--google", "--token-lifetime", str(TOKEN_LIFETIME), "--max-watch-seconds", "1"),
+    )
+    gcp, gke = standin.google_connections("gcp_google", namespace=NS)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(_env_name("gcp_google"), gcp)
+        env.setenv(_env_name("gke_google"), gke)
+        try:
+            yield standin
+        finally:
+            standin.stop()
+
+
+@pytest.fixture(scope="module")
+def hour_long(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeStandin]:
+    """Access tokens live an hour, as Google's do: a client keeps one it believes valid.
+    Connections ``gke_google_hour`` and ``gcp_google_hour``."""
+    standin = start_kube_standin(tmp_path_factory.mktemp("kube-google-hour"), extra_args=("--google",))
+    gcp, gke = standin.google_connections("gcp_google_hour", namespace=NS)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(_env_name("gcp_google_hour"), gcp)
+        env.setenv(_env_name("gke_google_hour"), gke)
+        try:
+            yield standin
+        finally:
+            standin.stop()
+
+
+def connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, standin: KubeStandin, **extra: Any) -> str:
+    google = extra.pop("gcp_conn_id", "gcp_google")
+    _, gke = standin.google_connections(google, namespace=NS, **extra)
+    monkeypatch.setenv(_env_name(conn_id), gke)
+    return conn_id
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["deferred", "polling"])
+def test_a_wait_longer_than_three_token_lifetimes_stays_connected(
+    short_lived: KubeStandin, capfd: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """In the triggerer (deferred) and in the worker (polling) alike."""
+    short_lived.control("requests/reset")
+    grants_before = short_lived.control("google")["grants"]
+    started = time.monotonic()
+
+    outcome = run_dag(load_dag("gke_google_scenarios.py", f"gke_google_long_wait_{mode}"))["train"]
+
+    assert outcome.state == "success"
+    assert outcome.xcom["status"]["phase"] == "succeeded"
+    assert "step 100: loss=0.5" in capfd.readouterr().out
+    assert time.monotonic() - started > 3 * TOKEN_LIFETIME
+    requests = short_lived.control("requests")
+    assert requests["unauthorized"] == 0  # no request ever went out with an expired token
+    assert short_lived.control("google")["grants"] - grants_before >= 3  # renewed along the way
+    assert set(requests["by_endpoint"]) == {"public"}  # the cluster's endpoint from the GKE API
+    if mode == "deferred":
+        assert requests["by_verb_resource"].get("watch jobsets", 0) > 3  # the triggerer comes back
+
+
+def test_the_private_and_the_dns_endpoint(short_lived: KubeStandin, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert short_lived.google is not None
+    # The DNS endpoint's certificate is a publicly trusted one, checked against the system's CAs:
+    # here the stand-in's CA stands for them.
+    monkeypatch.setenv("SSL_CERT_FILE", short_lived.google["ca_file"])
+    for endpoint in ("private", "dns"):
+        short_lived.control("requests/reset")
+        hook = PathwaysJobHook(connection(monkeypatch, f"gke_{endpoint}", short_lived, gke_endpoint=endpoint))
+        assert hook.list_pods("none", NS) == []
+        assert asyncio.run(hook.a_get_status("none", NS)).phase.value == "deleted"
+        assert set(short_lived.control("requests")["by_endpoint"]) == {endpoint}
+
+
+def test_a_revoked_token_gives_one_clear_error_naming_the_connection(
+    hour_long: KubeStandin, caplog: pytest.LogCaptureFixture
+) -> None:
+    hook = PathwaysJobHook("gke_google_hour")
+    assert hook.list_pods("none", NS) == []
+    token = hook.api_client.configuration.api_key["BearerToken"]
+    hour_long.control("google/revoke")
+
+    with pytest.raises(CredentialsRefused) as caught:
+        hook.get_status("none", NS)
+
+    message = str(caught.value)
+    assert "'gke_google_hour'" in message and "'gcp_google_hour'" in message
+    assert "401 Unauthorized" in message and "revoked" in message
+    assert token not in message and token not in repr(caught.value) and token not in caplog.text
+
+
+async def test_a_wait_whose_token_is_revoked_ends_with_an_error_naming_the_connection(
+    hour_long: KubeStandin, caplog: pytest.LogCaptureFixture
+) -> None:
+    spec = new_spec(NS, program_seconds=60)
+    hook = PathwaysJobHook("gke_google_hour")
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    trigger = PathwaysJobTrigger(name=spec.name, namespace=NS, kubernetes_conn_id="gke_google_hour")
+    assert not any(TOKEN_PREFIX in json.dumps(value) for value in trigger.serialize()[1].values())
+    waiting = asyncio.ensure_future(_first_event(trigger))
+    await async_wait_for(
+        lambda: asyncio.to_thread(lambda: hour_long.control("state")["openWatches"] > 0), what="the watch"
+    )
+
+    await asyncio.to_thread(hour_long.control, "google/revoke")
+    await asyncio.to_thread(hour_long.control, "watches/drop")  # the trigger comes back: 401
+    event = await asyncio.wait_for(waiting, 30)
+
+    assert event["status"] == "error"
+    assert "'gke_google_hour'" in event["message"] and "401 Unauthorized" in event["message"]
+    assert TOKEN_PREFIX not in event["message"] and TOKEN_PREFIX not in caplog.text
+    PathwaysJobHook("gke_google_hour").delete_job(spec.name, NS)
+
+
+async def test_a_wait_whose_credentials_get_no_new_token_ends_with_an_error_naming_the_connection(
+    short_lived: KubeStandin, caplog: pytest.LogCaptureFixture
+) -> None:
+    spec = new_spec(NS, program_seconds=60)
+    hook = PathwaysJobHook("gke_google")
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    trigger = PathwaysJobTrigger(name=spec.name, namespace=NS, kubernetes_conn_id="gke_google")
+    waiting = asyncio.ensure_future(_first_event(trigger))
+    await async_wait_for(
+        lambda: asyncio.to_thread(lambda: short_lived.control("state")["openWatches"] > 0), what="the watch"
+    )
+    # The service account is disabled: its token expires and no new one comes.
+    await asyncio.to_thread(short_lived.control, "google/refuse", on="true")
+    try:
+        event = await asyncio.wait_for(waiting, 30)
+        with pytest.raises(GkeConnectionError) as caught:
+            PathwaysJobHook("gke_google").list_pods(spec.name, NS)
+    finally:
+        await asyncio.to_thread(short_lived.control, "google/refuse", on="false")
+
+    assert event["status"] == "error"
+    for message in (event["message"], str(caught.value)):
+        assert "'gke_google'" in message and "'gcp_google'" in message
+        assert "got no access token (invalid_grant" in message
+        assert TOKEN_PREFIX not in message
+    assert TOKEN_PREFIX not in caplog.text
+    assert hook.delete_job(spec.name, NS) is True
+
+
+async def _first_event(trigger: PathwaysJobTrigger) -> dict[str, Any]:
+    async for event in trigger.run():
+        return dict(event.payload)
+    raise AssertionError("the trigger fired nothing")
+
+
+def test_connection_mistakes_are_named(short_lived: KubeStandin, monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = {
+        "both": ({"kube_config_path": "/etc/kubeconfig"}, "gcp_conn_id .* and kube_config_path exclude"),
+        "no_cluster": ({"gke_cluster": ""}, "gcp_conn_id needs the cluster too: set gke_cluster"),
+        "bad_endpoint": ({"gke_endpoint": "internal"}, "gke_endpoint 'internal' is none of public"),
+        "unknown": ({"gke_cluster": "nope"}, "the GKE API answered 404 for projects/.*/clusters/nope"),
+        "no_google": ({"gcp_conn_id": "missing_google"}, "no Airflow connection 'missing_google'"),
+    }
+    for name, (extra, error) in cases.items():
+        hook = PathwaysJobHook(connection(monkeypatch, f"gke_{name}", short_lived, **extra))
+        with pytest.raises(GkeConnectionError, match=f"Kubernetes connection 'gke_{name}'.*{error}"):
+            hook.list_pods("none", NS)
+
+
+def test_kubeconfig_given_by_the_task_wins_over_the_google_identity(
+    short_lived: KubeStandin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = PathwaysJobHook("gke_google", config_file=str(short_lived.kubeconfig))
+    short_lived.control("requests/reset")
+    assert hook.list_pods("none", NS) == []
+    assert short_lived.control("requests")["by_endpoint"] == {}  # the kubeconfig's plain HTTP address
+
+
+# Run in a process where the google provider's hooks cannot be imported (its package metadata,
+# which Airflow's provider discovery reads, stays).
+WITHOUT_GOOGLE_PROVIDER = """
+import sys
+
+class NoGoogleProvider:
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(("airflow.providers.google.cloud", "airflow.providers.google.common")):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+
+sys.meta_path.insert(0, NoGoogleProvider())
+from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+from airflow_provider_pathways.hooks.kubernetes_google import GkeConnectionError
+
+assert PathwaysJobHook(kubernetes_conn_id=None, config_file=sys.argv[1]).list_pods("none", "ns") == []
+try:
+    PathwaysJobHook("gke_google").list_pods("none", "ns")
+except GkeConnectionError as err:
+    print(err)
+"""
+
+
+def test_without_the_google_provider_a_kubeconfig_works_and_a_google_identity_says_what_to_install(
+    short_lived: KubeStandin,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_GOOGLE_PROVIDER, str(short_lived.kubeconfig)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Kubernetes connection 'gke_google'" in done.stdout
+    assert (
+        "needs apache-airflow-providers-google (pip install 'airflow-provider-pathways[google]')"
+        in done.stdout
+    )

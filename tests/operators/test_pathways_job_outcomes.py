@@ -1,0 +1,260 @@
+"""Truthful outcomes of PathwaysJobOperator (dag.test against the Kubernetes stand-in): deletion by
+someone else, a kubelet eviction for the pod's own storage use, a wait for ``ready`` that the job
+outran, cleanup that fails, and outages longer than the task tolerates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.airflow_runs import load_dag, run_dag
+from tests.kube_jobs import CONN, act_when, stand_in_objects
+from tests.operators.test_pathways_job import running_jobset
+
+DAGS = "gke_scenarios.py"
+pytestmark = pytest.mark.usefixtures("kube")
+JOBSET_API = "/apis/jobset.x-k8s.io/v1alpha2"
+PATHWAYSJOB_API = "/apis/pathways-job.pathways.domain/v1"
+
+
+def requests(kube: Any, verb_resource: str) -> int:
+    return int(kube.control("requests")["by_verb_resource"].get(verb_resource, 0))
+
+
+@pytest.fixture
+def faults(kube: Any) -> Iterator[Any]:
+    """Inject API answers (``faults(status, count, verb)``); none is left for the next test."""
+
+    def inject(status: int, count: int = 1, verb: str = "") -> None:
+        kube.control("faults", method="POST", status=status, count=count, verb=verb)
+
+    yield inject
+    kube.control("faults", method="POST", count=0, clear=1)
+
+
+def test_a_job_deleted_by_someone_else_is_an_infrastructure_failure_and_retried(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Not an unknown end: nobody else's deletion says anything about the program, and the
+    preemption budget retries it with a fresh job."""
+    kube.control("requests/reset")
+    namespace = "deleted-elsewhere"
+    watcher = act_when(
+        lambda: running_jobset(kube, namespace, 2),
+        lambda name: kube.request("DELETE", f"{PATHWAYSJOB_API}/namespaces/{namespace}/pathwaysjobs/{name}"),
+    )
+    outcome = run_dag(load_dag(DAGS, "gke_deleted_elsewhere"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "success" and outcome.try_number == 2
+    assert "infrastructure failure, retrying with backoff" in logs
+    assert "someone else deleted it" in logs
+    assert requests(kube, "create pathwaysjobs") == 2
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
+
+def test_a_job_being_deleted_is_terminating_not_running(kube: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    """A finalizer holds the JobSet after someone deleted it: its status still counts ready slices
+    (jobset_controller.go does not reconcile a JobSet marked for deletion), yet it will never end.
+    The try fails as an infrastructure failure; the retry waits until it is gone, then starts
+    afresh."""
+    from airflow_provider_pathways.gke.resources import JOBSET
+    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+
+    kube.control("requests/reset")
+    namespace = "terminating"
+    client = PathwaysJobHook(kubernetes_conn_id=CONN).custom_object_client
+
+    def finalizers(name: str, value: list[str] | None) -> None:  # a merge patch, as kubectl's
+        client.patch_namespaced_custom_object(
+            **JOBSET.object_coordinates(namespace, name), body={"metadata": {"finalizers": value}}
+        )
+
+    def delete_held(name: str) -> None:
+        finalizers(name, ["example.com/hold"])
+        kube.request(
+            "DELETE",
+            f"{JOBSET_API}/namespaces/{namespace}/jobsets/{name}",
+            {"propagationPolicy": "Foreground"},
+        )
+
+    def release(name: str) -> None:
+        finalizers(name, None)
+
+    held: list[str] = []
+    deleting = act_when(
+        lambda: running_jobset(kube, namespace, 2), lambda n: (held.append(n), delete_held(n))
+    )
+    # the retry deletes the terminating job again and waits for it to go: then the hold ends
+    releasing = act_when(
+        lambda: held and requests(kube, "delete jobsets") >= 2 and held[0], release, timeout=60
+    )
+    outcome = run_dag(load_dag(DAGS, "gke_terminating"))["train"]
+    deleting.join(5)
+    releasing.join(5)
+    logs = capfd.readouterr().out
+    assert deleting.failures == [] and releasing.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "success" and outcome.try_number == 2
+    assert "is being deleted (deletionTimestamp" in logs
+    assert "infrastructure failure, retrying with backoff" in logs
+    assert requests(kube, "create jobsets") == 2
+    assert stand_in_objects(kube, "jobsets", namespace) == []
+
+
+def test_a_pod_evicted_for_its_own_storage_use_fails_at_once(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The kubelet evicts the head pod for writing past its container's ephemeral-storage limit
+    (eviction_manager.go localStorageEviction): the program's failure, not a preemption, so the
+    task's retries are not spent running it again."""
+    namespace = "storage-evicted"
+    watcher = act_when(
+        lambda: running_jobset(kube, namespace, 2),
+        lambda name: kube.action(
+            namespace, name, "exceed-ephemeral-storage", slice=0, replicatedJob="pathways-head", limit="1Gi"
+        ),
+    )
+    outcome = run_dag(load_dag(DAGS, "gke_evicted_for_storage"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "failed" and outcome.try_number == 1  # retries=2, yet no retry
+    assert outcome.xcom["status"]["failure"] == "user_program_failed"
+    assert 'exceeded its local ephemeral storage limit "1Gi"' in logs
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
+
+def test_waiting_for_ready_fails_when_the_job_ends_first(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """One slice never becomes ready; the program ends anyway: nothing is ready to serve later tasks."""
+    namespace = "before-ready"
+
+    def head_running(_: Any) -> str | None:
+        for js in stand_in_objects(kube, "jobsets", namespace):
+            for rjob in (js.get("status") or {}).get("replicatedJobsStatus") or []:
+                if rjob.get("name") == "pathways-head" and rjob.get("ready", 0) >= 1:
+                    return str(js["metadata"]["name"])
+        return None
+
+    watcher = act_when(
+        lambda: head_running(None), lambda name: kube.action(namespace, name, "complete-program")
+    )
+    outcome = run_dag(load_dag(DAGS, "gke_succeeded_before_ready"))["start"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "failed" and outcome.try_number == 1
+    assert outcome.xcom["status"]["phase"] == "succeeded"
+    assert "ended (succeeded) before it was seen ready" in logs
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
+
+def test_a_refused_delete_after_success_does_not_fail_the_task(
+    kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The job succeeded; deleting it is cleanup: a failure is logged, the job left for a later
+    DeletePathwaysJobOperator."""
+    namespace = "delete-refused"
+    faults(403, verb="DELETE")
+    outcome = run_dag(load_dag(DAGS, "gke_delete_refused_after_success"))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "success" and outcome.try_number == 1
+    assert outcome.xcom["status"]["phase"] == "succeeded"
+    assert "Could not delete PathwaysJob delete-refused/" in logs and "HTTP 403" in logs
+    (left,) = stand_in_objects(kube, "pathwaysjobs", namespace)
+    kube.request(
+        "DELETE", f"{PATHWAYSJOB_API}/namespaces/{namespace}/pathwaysjobs/{left['metadata']['name']}"
+    )
+
+
+def test_a_refused_delete_after_preemption_still_reports_the_preemption(
+    kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The cleanup's failure does not hide the preemption: the budget retries it, and the retry
+    replaces the job the cleanup could not delete."""
+    kube.control("requests/reset")
+    namespace = "delete-refused-preempted"
+    faults(403, verb="DELETE")
+    watcher = act_when(
+        lambda: running_jobset(kube, namespace, 2),
+        lambda name: kube.action(namespace, name, "preempt-slice", slice=1),
+    )
+    outcome = run_dag(load_dag(DAGS, "gke_delete_refused_after_preemption"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "success" and outcome.try_number == 2
+    assert "Could not delete PathwaysJob delete-refused-preempted/" in logs
+    assert "preemption, retrying with backoff" in logs
+    assert requests(kube, "create pathwaysjobs") == 2
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
+
+def _outage(kube: Any, faults: Any, namespace: str) -> Any:
+    """Once the job runs, every read fails: two looks of five attempts each, past a 1 s tolerance."""
+    return act_when(
+        lambda: running_jobset(kube, namespace, 2), lambda _name: faults(503, count=10, verb="GET")
+    )
+
+
+def test_an_outage_on_the_last_try_deletes_the_job_it_gives_up_on(
+    kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """No retry will follow the job: it must not run on unwatched."""
+    namespace = "outage-last-try"
+    watcher = _outage(kube, faults, namespace)
+    outcome = run_dag(load_dag(DAGS, "gke_outage_on_the_last_try"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "failed" and outcome.try_number == 1
+    assert "was unreachable for" in logs
+    assert "this was the last try, so PathwaysJob outage-last-try/" in logs and "was deleted" in logs
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
+
+def test_an_outage_with_retries_left_keeps_the_job_for_the_retry(
+    kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A control-plane upgrade outlasts the tolerance: the try is retried (also on the preemption
+    budget) and the retry follows the same job; nothing runs twice."""
+    kube.control("requests/reset")
+    namespace = "outage-retried"
+    watcher = _outage(kube, faults, namespace)
+    outcome = run_dag(load_dag(DAGS, "gke_outage_then_retried"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "success" and outcome.try_number == 2
+    assert "is kept, and the next try reattaches to it" in logs
+    assert "Reattaching to PathwaysJob outage-retried/" in logs
+    assert requests(kube, "create pathwaysjobs") == 1
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
+
+def test_a_trigger_that_gives_up_keeps_the_job_for_the_retry(
+    kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The trigger's watch breaks and cannot be opened again within the tolerance: its ``error``
+    event is a lost watch, retried on the preemption budget, and the retry follows the same job."""
+    kube.control("requests/reset")
+    namespace = "outage-deferred"
+
+    def outage(_name: str) -> None:
+        faults(503, count=4, verb="GET")  # the watch fails three times in 1 s; one more for slack
+        kube.control("watches/drop")
+
+    watcher = act_when(lambda: running_jobset(kube, namespace, 2), outage)
+    outcome = run_dag(load_dag(DAGS, "gke_outage_deferred"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "success" and outcome.try_number == 2
+    assert "was unreachable for" in logs and "is kept, and the next try reattaches to it" in logs
+    assert "Reattaching to PathwaysJob outage-deferred/" in logs
+    assert requests(kube, "create pathwaysjobs") == 1
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []

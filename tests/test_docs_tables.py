@@ -1,0 +1,66 @@
+"""The documentation's tables say what the code does: a table that drifts from the code fails here.
+
+The connection forms' fields are generated from ``provider_info`` (docs/_ext); the tables of how a
+Slurm job's end state ends the task are written by hand and checked against ``job_outcome``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_pathways.failure_class import FailureClass
+from airflow_provider_pathways.failures import PathwaysJobFailed
+from airflow_provider_pathways.slurm.job import SlurmJob
+from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
+from airflow_provider_pathways.slurm.states import TERMINAL_STATES
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+_STATE = re.compile(r"``([A-Z][A-Z_]+)``")
+_EXCEPTION = re.compile(r"``(Pathways[A-Za-z]+)``")
+_EXIT = re.compile(r"ExitCode=(\d+:\d+)")
+
+
+def end_state_rows(page: str) -> list[tuple[str, str, str]]:
+    """(state, exit code, what the task does) for every Slurm end state named in the first cell of
+    a row of the page's *End states* table (with the ``ExitCode=`` that cell names, if any)."""
+    section = (DOCS / page).read_text().split("End states", 1)[1]
+    lines = section.split(".. list-table::", 1)[1].splitlines()[1:]
+    table = "\n".join(line for line in lines[: next(i for i, x in enumerate(lines) if x and x[0] != " ")])
+    rows: list[tuple[str, str, str]] = []
+    for row in table.split("   * - ")[1:]:
+        first, _, rest = row.partition("\n     - ")
+        exit_code = _EXIT.search(first)
+        for state in _STATE.findall(first):
+            if state in TERMINAL_STATES:
+                rows.append((state, exit_code[1] if exit_code else "1:0", " ".join(rest.split())))
+    return rows
+
+
+def ended(state: str, exit_code: str) -> SlurmJob:
+    reason = "NonZeroExitCode" if state == "FAILED" else None
+    code, signal = (int(n) for n in exit_code.split(":"))
+    return SlurmJob(job_id=7, name="train", state=state, reason=reason, exit_code=code, exit_signal=signal)
+
+
+ROWS = end_state_rows("operators/slurm_job.rst")
+
+
+def test_the_table_names_the_end_states() -> None:
+    assert {"COMPLETED", "FAILED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "TIMEOUT"} <= {r[0] for r in ROWS}
+
+
+@pytest.mark.parametrize(("state", "exit_code", "says"), ROWS, ids=[f"{r[0]}-{r[1]}" for r in ROWS])
+def test_each_end_state_does_what_the_table_says(state: str, exit_code: str, says: str) -> None:
+    outcome, failure, _message = job_outcome(ended(state, exit_code))
+    if says.startswith("succeeds"):
+        assert outcome is JobOutcome.SUCCEEDED
+        return
+    assert outcome is JobOutcome.FAILED
+    named = _EXCEPTION.findall(says)
+    raised = type(PathwaysJobFailed.for_class(failure or FailureClass.UNKNOWN, "x")).__name__
+    if named:
+        assert raised == named[0], f"{state}: the docs say {named[0]}, the code raises {raised}"
+    else:  # "fails with its reason": no class of its own
+        assert failure is FailureClass.UNKNOWN
