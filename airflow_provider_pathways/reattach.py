@@ -1,17 +1,21 @@
-"""What a retry does with the job an earlier try of the same task instance submitted.
+"""What a new try does with the job an earlier try of the same task instance submitted.
 
 One rule set for GKE and Slurm: a job still running or queued is followed; one that succeeded is
 reported without running it again; one that ended by preemption, eviction, node loss or another
 infrastructure failure (or for a reason nobody could classify) is replaced by a fresh job; one
 whose program failed or whose spec was refused fails the task at once, and the program never runs
 twice; one the cluster forgot before anyone saw its end (its outcome is unknown: the program may
-have run) fails the task too, unless the user asked for a resubmission in that case.
+have run) fails the task too, unless the user asked for a resubmission in that case. A failure an
+earlier try already reported never blocks a new try (a cleared task): that try submits a fresh job
+and leaves the failed one as it is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from airflow_provider_pathways.failure_class import FailureClass
 
@@ -56,15 +60,62 @@ class ReattachAction(str, Enum):
     REPORT_SUCCESS = "report_success"
     REPLACE = "replace"
     FAIL = "fail"
+    SUBMIT = "submit"
+    """Submit a fresh job and leave the ended one as it is (its failure was already reported)."""
 
 
-def reattach_action(judgement: JobJudgement) -> ReattachAction:
-    """The action for a job an earlier try submitted, from its judgement."""
+def reattach_action(judgement: JobJudgement, reported: Verdict | None = None) -> ReattachAction:
+    """The action for a job an earlier try submitted, from its judgement and the outcome an
+    earlier try already reported for it (None after a crash: nobody reported anything)."""
     if judgement.verdict is Verdict.ACTIVE:
         return ReattachAction.FOLLOW
+    if reported is Verdict.FAILED:  # also a job that succeeded after a wait_until="ready" try failed
+        return ReattachAction.SUBMIT
     if judgement.verdict is Verdict.SUCCEEDED:
         return ReattachAction.REPORT_SUCCESS
     assert judgement.failure is not None
     if judgement.failure.final:
         return ReattachAction.FAIL
     return ReattachAction.REPLACE
+
+
+_JOB, _REPORTED, _OUTCOME = "job", "reported", "outcome"
+
+
+@dataclass(frozen=True)
+class KeptJob:
+    """What ``task_state_store`` keeps about a task instance's job across tries and clears.
+
+    ``job``: the backend's id of the job. ``reported``: the outcome a try already reported to
+    Airflow (None while nobody has: the try that followed it may have crashed). ``outcome``: what
+    that try observed, so that a success is reported again once the job itself is gone.
+    """
+
+    job: Any
+    reported: Verdict | None = None
+    outcome: Any = None
+
+    def to_stored(self) -> dict[str, Any]:
+        stored: dict[str, Any] = {_JOB: self.job}
+        if self.reported is not None:
+            stored[_REPORTED] = self.reported.value
+        if self.outcome is not None:
+            stored[_OUTCOME] = self.outcome
+        return stored
+
+    @classmethod
+    def from_stored(cls, value: Any) -> KeptJob:
+        """The kept job from what the store holds; a bare id (as kept before outcomes were) is a
+        job whose outcome nobody reported."""
+        if isinstance(value, Mapping) and _JOB in value:
+            reported = value.get(_REPORTED)
+            try:
+                verdict = Verdict(reported) if reported is not None else None
+            except ValueError:
+                verdict = None
+            return cls(value[_JOB], verdict, value.get(_OUTCOME))
+        return cls(value)
+
+    def reporting(self, verdict: Verdict, outcome: Any = None) -> KeptJob:
+        """The same job, its outcome reported."""
+        return KeptJob(self.job, verdict, outcome)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -42,16 +44,69 @@ def load_dag(filename: str, dag_id: str) -> Any:
 def run_dag(dag: Any, conf: dict[str, Any] | None = None, **test_args: Any) -> dict[str, TaskOutcome]:
     """Run ``dag`` once with ``dag.test()`` (``test_args``: e.g. ``logical_date`` and ``run_after``,
     which fix the run id); outcomes by task id (``task_id[i]`` for mapped tasks)."""
+    run = dag.test(run_conf=conf, **test_args)
+    return outcomes_of(dag, run.run_id)
+
+
+def clear_and_rerun(dag: Any, logical_date: datetime) -> dict[str, TaskOutcome]:
+    """Clear the run of ``dag`` at ``logical_date`` the way the UI's *Clear* does (Airflow 3.3
+    keeps each task's ``task_state_store``), then run it again the way ``dag.test()`` runs one."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance, clear_task_instances
+    from airflow.sdk.definitions.dag import _run_task
+    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState, TaskInstanceState
+    from sqlalchemy import select
+
+    scheduler_dag = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
+    with create_session() as session:
+        run = session.scalar(
+            select(DagRun).where(DagRun.dag_id == dag.dag_id, DagRun.logical_date == logical_date)
+        )
+        assert run is not None, f"no run of {dag.dag_id} at {logical_date}"
+        tis = list(
+            session.scalars(
+                select(TaskInstance).where(
+                    TaskInstance.dag_id == dag.dag_id, TaskInstance.run_id == run.run_id
+                )
+            )
+        )
+        clear_task_instances(tis, session, dag_run_state=DagRunState.RUNNING)
+        run_id = run.run_id
+    with create_session() as session:
+        run = session.scalar(select(DagRun).where(DagRun.dag_id == dag.dag_id, DagRun.run_id == run_id))
+        run.dag = scheduler_dag
+        while run.state == DagRunState.RUNNING:
+            session.expire_all()
+            schedulable, _ = run.update_state(session=session)
+            for ti in schedulable:
+                ti.try_number += 1
+                ti.state = TaskInstanceState.SCHEDULED
+            session.commit()
+            scheduled = [
+                ti
+                for ti in run.get_task_instances(session=session)
+                if ti.state == TaskInstanceState.SCHEDULED
+            ]
+            for ti in scheduled:
+                _run_task(ti=ti, task=dag.task_dict[ti.task_id], run_triggerer=True)
+            if not scheduled:  # waiting for a retry delay: dag.test() waits the same way
+                time.sleep(0.5)
+    return outcomes_of(dag, run_id)
+
+
+def outcomes_of(dag: Any, run_id: str) -> dict[str, TaskOutcome]:
+    """What each task instance of run ``run_id`` ended as, and its XComs."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    run = dag.test(run_conf=conf, **test_args)
     outcomes: dict[str, TaskOutcome] = {}
     with create_session() as session:
         tis = session.scalars(
-            select(TaskInstance).where(TaskInstance.dag_id == dag.dag_id, TaskInstance.run_id == run.run_id)
+            select(TaskInstance).where(TaskInstance.dag_id == dag.dag_id, TaskInstance.run_id == run_id)
         ).all()
         for ti in tis:
             key = ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]"
@@ -59,7 +114,7 @@ def run_dag(dag: Any, conf: dict[str, Any] | None = None, **test_args: Any) -> d
                 state=str(getattr(ti.state, "value", ti.state)), try_number=ti.try_number
             )
         rows = session.scalars(
-            select(XComModel).where(XComModel.dag_id == dag.dag_id, XComModel.run_id == run.run_id)
+            select(XComModel).where(XComModel.dag_id == dag.dag_id, XComModel.run_id == run_id)
         ).all()
         for row in rows:
             key = row.task_id if row.map_index < 0 else f"{row.task_id}[{row.map_index}]"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
 from airflow_provider_pathways.gke.resources import (
@@ -29,6 +29,8 @@ class StatusOptions:
     worker_replicated_job: str = WORKER_REPLICATED_JOB
     head_replicated_job: str = HEAD_REPLICATED_JOB
     main_container: str = "main"
+    #: The job object's UID when known: another object under its name counts as gone.
+    uid: str | None = None
 
     @classmethod
     def for_task(cls, task: Any, main_container: str = "main") -> StatusOptions:
@@ -43,6 +45,32 @@ class StatusOptions:
 
 
 DEFAULT_STATUS_OPTIONS = StatusOptions()
+
+
+_Object = TypeVar("_Object", bound=Mapping[str, Any])
+
+
+def _uid(obj: Mapping[str, Any] | None) -> str | None:
+    return (obj.get("metadata") or {}).get("uid") if obj else None
+
+
+def _owned_by_uid(obj: Mapping[str, Any] | None, uid: str) -> bool:
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("uid") == uid for ref in refs)
+
+
+def the_job_objects(
+    options: StatusOptions, pathways_job: _Object | None, jobset: _Object | None
+) -> tuple[_Object | None, _Object | None]:
+    """The PathwaysJob and JobSet read under the job's name that are the job ``options.uid``
+    names (a PathwaysJob's JobSet is owned by it): another job that took the name is not it."""
+    uid = options.uid
+    if uid is None:
+        return pathways_job, jobset
+    if options.kind is JobKind.JOBSET:
+        return None, jobset if _uid(jobset) == uid else None
+    own = pathways_job if _uid(pathways_job) == uid else None
+    return own, jobset if _owned_by_uid(jobset, uid) else None
 
 
 def job_selector(name: str, replicated_job: str | None = None) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_pathways.gke.naming import LABEL_PREFIX, airflow_labels, default_job_name
+from airflow_provider_pathways.gke.naming import airflow_labels, default_job_name
 from airflow_provider_pathways.gke.resources import JobKind
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.gke.status import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
@@ -86,10 +86,3 @@ def min_slices_problem(spec: PathwaysJobSpec, min_slices: int | None) -> str | N
 def manifest_for(spec: PathwaysJobSpec, kind: str) -> dict[str, Any]:
     """The object to create: the PathwaysJob, or the JobSet it stands for."""
     return spec.to_jobset() if kind == JobKind.JOBSET.value else spec.to_pathwaysjob()
-
-
-def owned_by_task(obj: Mapping[str, Any], spec: PathwaysJobSpec) -> bool:
-    """Whether an existing object carries the task-identity labels of ``spec``."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    ours = {k: v for k, v in (spec.labels or {}).items() if k.startswith(f"{LABEL_PREFIX}/")}
-    return all(labels.get(k) == v for k, v in ours.items())

@@ -27,6 +27,7 @@ from airflow_provider_pathways.gke.job_objects import (
     log_request,
     own_workload_name,
     owned_by_jobset,
+    the_job_objects,
     watched_resources,
 )
 from airflow_provider_pathways.gke.resources import (
@@ -56,6 +57,10 @@ from airflow_provider_pathways.transient import (
 DEFAULT_WATCH_TIMEOUT_SECONDS = 900
 _RAISE = object()
 T = TypeVar("T")
+
+
+def _delete_options(preconditions: Mapping[str, str] | None) -> dict[str, Any]:
+    return {"body": {"preconditions": dict(preconditions)}} if preconditions else {}  # DeleteOptions
 
 
 class PathwaysJobHook(KubernetesHook):
@@ -91,8 +96,7 @@ class PathwaysJobHook(KubernetesHook):
 
     @classmethod
     def for_task(cls, task: Any) -> PathwaysJobHook:
-        """The hook for an operator, sensor or trigger with ``kubernetes_conn_id``,
-        ``cluster_context``, ``config_file`` and ``in_cluster`` attributes."""
+        """The hook for a task with ``kubernetes_conn_id``, ``cluster_context``, ``config_file``..."""
         return cls(
             kubernetes_conn_id=task.kubernetes_conn_id,
             cluster_context=task.cluster_context,
@@ -203,11 +207,20 @@ class PathwaysJobHook(KubernetesHook):
             gone=None,
         )
 
-    def delete_job(self, name: str, namespace: str, kind: JobKind = JobKind.PATHWAYS_JOB) -> bool:
-        """Delete the job and everything it owns; False when it was already gone."""
+    def delete_job(
+        self,
+        name: str,
+        namespace: str,
+        kind: JobKind = JobKind.PATHWAYS_JOB,
+        preconditions: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Delete the job and what it owns; False when already gone. With ``preconditions`` (``uid``,
+        ``resourceVersion``) the API server refuses (409) to delete any other object."""
         answer = self._call(
             lambda: self.custom_object_client.delete_namespaced_custom_object(
-                **kind.resource.object_coordinates(namespace, name), propagation_policy="Foreground"
+                **kind.resource.object_coordinates(namespace, name),
+                propagation_policy="Foreground",
+                **_delete_options(preconditions),
             ),
             gone=None,
         )
@@ -293,6 +306,7 @@ class PathwaysJobHook(KubernetesHook):
             else None
         )
         jobset = self.get_object(JOBSET, name, namespace)
+        pathways_job, jobset = the_job_objects(options, pathways_job, jobset)
         status = self._summarize(name, namespace, options, pathways_job, jobset)
         plan = details_needed(status, jobset=jobset, pathways_job=pathways_job)
         detail: dict[str, Any] = {}
@@ -356,12 +370,20 @@ class PathwaysJobHook(KubernetesHook):
             gone=None,
         )
 
-    async def a_delete_job(self, name: str, namespace: str, kind: JobKind = JobKind.PATHWAYS_JOB) -> bool:
+    async def a_delete_job(
+        self,
+        name: str,
+        namespace: str,
+        kind: JobKind = JobKind.PATHWAYS_JOB,
+        preconditions: Mapping[str, str] | None = None,
+    ) -> bool:
         """Async twin of :meth:`delete_job`."""
         async with self.a_client() as api_client:
             answer = await self._a_call(
                 lambda: async_client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
-                    **kind.resource.object_coordinates(namespace, name), propagation_policy="Foreground"
+                    **kind.resource.object_coordinates(namespace, name),
+                    propagation_policy="Foreground",
+                    **_delete_options(preconditions),
                 ),
                 gone=None,
             )
@@ -455,6 +477,7 @@ class PathwaysJobHook(KubernetesHook):
             else None
         )
         jobset = observed.objects.get(JOBSET.plural)
+        pathways_job, jobset = the_job_objects(options, pathways_job, jobset)
         status = self._summarize(name, namespace, options, pathways_job, jobset)
         plan = details_needed(status, jobset=jobset, pathways_job=pathways_job)
         detail: dict[str, Any] = {}

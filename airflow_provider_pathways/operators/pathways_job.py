@@ -12,8 +12,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
 from airflow_provider_pathways.gke.job_objects import StatusOptions
-from airflow_provider_pathways.gke.judgement import REATTACHABLE_PHASES, judge_status
 from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
+from airflow_provider_pathways.gke.ownership import JobRef, Release
 from airflow_provider_pathways.gke.queueing import queue_time_left
 from airflow_provider_pathways.gke.resources import JobKind, proxy_address
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec, PathwaysSpecError
@@ -25,9 +25,7 @@ from airflow_provider_pathways.gke.status import (
 from airflow_provider_pathways.gke.task_spec import (
     TaskIdentity,
     load_spec,
-    manifest_for,
     min_slices_problem,
-    owned_by_task,
     place_spec,
     required_slices,
 )
@@ -40,9 +38,10 @@ from airflow_provider_pathways.gke.wait import (
 )
 from airflow_provider_pathways.links import CloudLoggingLink, GKEWorkloadLink, push_console_links
 from airflow_provider_pathways.operators.delete_pathways_job import DeletePathwaysJobOperator
+from airflow_provider_pathways.operators.pathways_job_ownership import FollowedJob
 from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
 from airflow_provider_pathways.operators.template_values import rendered_mapping
-from airflow_provider_pathways.reattach import JobJudgement
+from airflow_provider_pathways.reattach import Verdict
 from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
@@ -65,7 +64,7 @@ def _seconds(value: timedelta | float | None) -> float | None:
     return value.total_seconds() if isinstance(value, timedelta) else value
 
 
-class PathwaysJobOperator(ReattachingJobOperator):
+class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
     """
     Create a PathwaysJob (or the equivalent plain JobSet) and follow it.
 
@@ -206,8 +205,6 @@ class PathwaysJobOperator(ReattachingJobOperator):
             raise ValueError("queue_timeout: must be > 0 seconds (or None to wait in the queue for ever)")
         self._spec: PathwaysJobSpec | None = None
         self._status: PathwaysJobStatus | None = None
-        self._job_name: str | None = None
-        self._job_namespace: str | None = None
 
     # ---- helpers ----------------------------------------------------------------------------
 
@@ -260,39 +257,36 @@ class PathwaysJobOperator(ReattachingJobOperator):
     def required_slices(self, spec: PathwaysJobSpec) -> int:
         return required_slices(spec, self.min_slices)
 
-    def _identity(self) -> dict[str, JsonValue]:
-        return {"name": self.spec.name or "", "namespace": self.spec.namespace or "", "kind": self.kind}
+    _identity_pushed = False
 
-    def _delete(self, reason: str) -> None:
-        name, namespace = self._job_name, self._job_namespace
-        if not name or not namespace:
-            return
-        deleted = self.hook.delete_job(name, namespace, JobKind(self.kind))
-        self.log.info(
-            "%s %s %s/%s (%s)", "Deleted" if deleted else "Already gone:", self.kind, namespace, name, reason
-        )
+    def _clean_up(self, reason: str, *, forget: Context | None = None) -> Release | None:
+        """Delete the job after the outcome is known, as its owner and only while no newer try
+        follows it (:meth:`release`; with ``forget``, the kept job is dropped too). What became of
+        it; None when the delete failed, which is logged and never changes the outcome."""
+        released: list[Release] = [Release.GONE]
 
-    def _clean_up(self, reason: str) -> bool:
-        """Delete the job after the outcome is known; a failure never changes the outcome."""
-        job = f"{self.kind} {self._job_namespace}/{self._job_name}"
-        return self.clean_up(f"delete {job} ({reason})", lambda: self._delete(reason))
+        def remove() -> None:
+            released[0] = self.release(reason, forget=forget) or Release.GONE
+
+        job = str(self._job) if self._job is not None else self.describe_job(None)
+        return released[0] if self.clean_up(f"delete {job} ({reason})", remove) else None
 
     def _push_identity(self, context: Context) -> None:
-        ti = context["ti"]
-        spec = self.spec
-        ti.xcom_push(key="name", value=spec.name)
-        ti.xcom_push(key="namespace", value=spec.namespace)
-        ti.xcom_push(key="kind", value=self.kind)
-        ti.xcom_push(key="proxy_address", value=proxy_address(spec.name or "", self.head_replicated_job))
-        ti.xcom_push(key="pathways_dir", value=spec.pathways_dir)
+        self._identity_pushed = True
+        ti, job = context["ti"], self.followed
+        ti.xcom_push(key="name", value=job.name)
+        ti.xcom_push(key="namespace", value=job.namespace)
+        ti.xcom_push(key="kind", value=job.kind)
+        ti.xcom_push(key="proxy_address", value=proxy_address(job.name, self.head_replicated_job))
+        ti.xcom_push(key="pathways_dir", value=self.spec.pathways_dir)
         conn_project, conn_cluster, conn_location = self.hook.console_location()
         push_console_links(
             ti,
             project=self.gcp_project or conn_project,
             cluster=self.gke_cluster or conn_cluster,
             location=self.gke_location or conn_location,
-            namespace=spec.namespace or "",
-            name=spec.name or "",
+            namespace=job.namespace,
+            name=job.name,
             head_job=self.head_replicated_job,
         )
 
@@ -300,79 +294,18 @@ class PathwaysJobOperator(ReattachingJobOperator):
 
     def execute(self, context: Context) -> Any:
         self._spec = self.build_spec(context)
-        self._job_name, self._job_namespace = self.spec.name, self.spec.namespace
+        self.start_try(context)
         return self.run_job(context)
 
-    def describe_job(self, external_id: JsonValue) -> str:
-        return f"{self.kind} {self.spec.namespace}/{self.spec.name}"
-
-    def submit_job(self, context: Context) -> JsonValue:
-        """Create the job; adopt one this task instance already made, replace a finished one."""
-        from kubernetes.client import ApiException
-
-        name, namespace = self.spec.name or "", self.spec.namespace or ""
-        manifest = manifest_for(self.spec, self.kind)
-        try:
-            created = self.hook.create_job(manifest, namespace)
-            self.log.info(
-                "Created %s %s/%s (uid %s)", self.kind, namespace, name, created["metadata"].get("uid")
-            )
-        except ApiException as err:
-            if err.status == 422:
-                raise PathwaysSpecRejected(f"the API server rejected {namespace}/{name}: {err.body}") from err
-            if err.status != 409:
-                raise
-            existing = self.hook.get_object(JobKind(self.kind).resource, name, namespace)
-            if existing is None or not owned_by_task(existing, self.spec):
-                raise AirflowFailException(
-                    f"name: a {self.kind} named {namespace}/{name} already exists and was not created by "
-                    "this task instance; pass another name or delete it"
-                ) from err
-            status = self.hook.get_status(name, namespace, self.status_options)
-            if status.phase in REATTACHABLE_PHASES:
-                self.log.info(
-                    "Reattaching to %s %s/%s, created by an earlier try of this task instance",
-                    self.kind,
-                    namespace,
-                    name,
-                )
-            else:
-                self.log.info(
-                    "Replacing %s %s/%s that ended (%s)", self.kind, namespace, name, status.phase.value
-                )
-                self.hook.delete_job(name, namespace, JobKind(self.kind))
-                self.hook.wait_until_deleted(name, namespace, JobKind(self.kind), self.deletion_timeout)
-                self.hook.create_job(manifest, namespace)
-        return self._identity()
-
-    def _is_this_job(self, external_id: JsonValue) -> bool:
-        ident = dict(external_id) if isinstance(external_id, Mapping) else {}
-        return (
-            ident.get("name") == self.spec.name
-            and ident.get("namespace") == self.spec.namespace
-            and ident.get("kind", self.kind) == self.kind
-        )
-
-    def judge_job(self, external_id: JsonValue, context: Context) -> JobJudgement | None:
-        if not self._is_this_job(external_id):
-            return None
-        status = self.hook.get_status(self.spec.name or "", self.spec.namespace or "", self.status_options)
-        self._status = status
-        return judge_status(status)
-
-    def discard_job(self, external_id: JsonValue, reason: str, *, wait: bool = False) -> None:
-        self._delete(reason)
-        if wait:
-            self.hook.wait_until_deleted(
-                self.spec.name or "", self.spec.namespace or "", JobKind(self.kind), self.deletion_timeout
-            )
+    def recall_outcome(self, outcome: JsonValue) -> PathwaysJobStatus | None:
+        return PathwaysJobStatus.from_dict(outcome) if isinstance(outcome, dict) else None
 
     def follow_job(self, external_id: JsonValue, context: Context) -> Any:
+        self._job = JobRef.from_id(external_id, self.kind) if self._job is None else self._job
+        self.follow_mark()
         self._push_identity(context)
         if self.wait_until == WaitUntil.CREATED.value:
-            return self._result(
-                self.hook.get_status(self.spec.name or "", self.spec.namespace or "", self.status_options)
-            )
+            return self._result(self.job_status())
         deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
             self._defer(deadline)
@@ -384,8 +317,10 @@ class PathwaysJobOperator(ReattachingJobOperator):
         self.defer(
             trigger=PathwaysJobTrigger.for_task(
                 self,
-                name=self.spec.name or "",
-                namespace=self.spec.namespace or "",
+                name=self.followed.name,
+                namespace=self.followed.namespace,
+                kind=self.followed.kind,
+                **self.trigger_ownership(),
                 wait_until=self.wait_until,
                 min_slices=self.required_slices(self.spec),
                 main_container=self.spec.controller.main_container_name,
@@ -406,9 +341,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
         last: list[PathwaysJobStatus | None] = [None]
 
         def look() -> PathwaysJobStatus | None:
-            status = self.hook.get_status(
-                self.spec.name or "", self.spec.namespace or "", self.status_options
-            )
+            status = self.job_status()
             self._status = status
             if status != last[0]:
                 self.log.info("%s", status.progress(need))
@@ -434,9 +367,9 @@ class PathwaysJobOperator(ReattachingJobOperator):
 
     def give_up(self, context: Context, reason: str | None) -> NoReturn:
         """The wait ran out of time: delete the job per ``delete_on`` (always while queued) and fail."""
-        if self.discards_when_giving_up() and self._clean_up("the wait timed out"):
-            self.forget_job(context)
-        what = f"{self.spec.namespace}/{self.spec.name} was not {self.wait_until}"
+        if self.discards_when_giving_up():
+            self._clean_up("the wait timed out", forget=context)
+        what = f"{self.followed.namespace}/{self.followed.name} was not {self.wait_until}"
         if reason == "execution_timeout":
             raise AirflowTaskTimeout(f"{what} within the task's execution_timeout ({self.execution_timeout})")
         raise AirflowException(f"{what} within wait_timeout ({self.wait_timeout}s)")
@@ -444,14 +377,19 @@ class PathwaysJobOperator(ReattachingJobOperator):
     def discards_when_giving_up(self) -> bool:
         return "failure" in self.delete_on or self._is_queued()
 
+    def discards_failed_jobs(self) -> bool:
+        return "failure" in self.delete_on
+
     def _is_queued(self) -> bool:
         return self._status is not None and self._status.phase is Phase.QUEUED
 
     def _give_up_queued(self, context: Context, status: PathwaysJobStatus) -> NoReturn:
         """Queued longer than ``queue_timeout``: delete the job (else it would start later, unwatched)."""
         waited = format_duration(status.queued_for() or 0.0)
-        if deleted := self._clean_up(f"queued longer than queue_timeout ({self.queue_timeout:g}s)"):
-            self.forget_job(context)
+        released = self._clean_up(
+            f"queued longer than queue_timeout ({self.queue_timeout:g}s)", forget=context
+        )
+        deleted = released in (Release.DELETE, Release.GONE)
         raise AirflowException(
             f"{status.namespace}/{status.name} stayed queued in LocalQueue {status.queue} for {waited}, "
             f"longer than queue_timeout ({self.queue_timeout:g}s); the job was "
@@ -461,14 +399,17 @@ class PathwaysJobOperator(ReattachingJobOperator):
     def execute_complete(self, context: Context, event: dict[str, Any], **newer: Any) -> Any:
         """Resume after the trigger fired."""
         self._spec = self.build_spec(context)
-        self._job_name, self._job_namespace = self.spec.name, self.spec.namespace
+        self.start_try(context, resumed=True)
+        self._identity_pushed = True  # before the try deferred
+        if self._job is None:  # kept before this try deferred; only without a task_state_store
+            self._job = JobRef(self.spec.name or "", self.spec.namespace or "", self.kind)
         if event.get("status") == "queue_timeout":
             self._status = PathwaysJobStatus.from_dict(event["job"])
             self._give_up_queued(context, self._status)
         self.check_trigger_event(context, event)
         if event.get("status") != "done":
             raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
-        return self.finish_job(context, self._identity(), PathwaysJobStatus.from_dict(event["job"]))
+        return self.finish_job(context, self.followed.to_id(), PathwaysJobStatus.from_dict(event["job"]))
 
     def _log_program_tail(self, status: PathwaysJobStatus) -> None:
         if not self.log_tail_lines or self.spec.controller.template is None:
@@ -487,7 +428,7 @@ class PathwaysJobOperator(ReattachingJobOperator):
         return {
             "name": status.name,
             "namespace": status.namespace,
-            "kind": self.kind,
+            "kind": self.followed.kind,
             "proxy_address": proxy_address(status.name, self.head_replicated_job),
             "status": status.to_dict(),
         }
@@ -496,25 +437,30 @@ class PathwaysJobOperator(ReattachingJobOperator):
         self, context: Context, external_id: JsonValue, observed: PathwaysJobStatus | None = None
     ) -> dict[str, Any]:
         """The one judgement of the job's end: XComs, log tail, deletion, or the classified failure."""
-        status = observed or self._status
-        if status is None:
-            status = self.hook.get_status(
-                self.spec.name or "", self.spec.namespace or "", self.status_options
-            )
+        if self._job is None:
+            self._job = JobRef.from_id(external_id, self.kind)
+        status = observed or self._status or self.job_status()
         self._status = status
+        if not self._identity_pushed:  # a success reported again, not followed by this try
+            self._push_identity(context)
         self.log.info("%s", status.progress())
         if status.terminal:
             self._log_program_tail(status)
         context["ti"].xcom_push(key="status", value=status.to_dict())
         if wait_succeeded(status, self.wait_until):
-            if status.phase is Phase.SUCCEEDED and "success" in self.delete_on:
-                self._clean_up("succeeded")
+            if status.phase is Phase.SUCCEEDED:
+                self.remember_outcome(context, Verdict.SUCCEEDED, status.to_dict())
+                if "success" in self.delete_on:
+                    self._clean_up("succeeded")
             return self._result(status)
         early = ended_before_ready(status, self.wait_until)
         failure = status.failure or FailureClass.UNKNOWN
         reason = "ended before it was ready" if early else f"failed: {failure.value}"
-        if "failure" in self.delete_on and self._clean_up(reason):
-            self.forget_job(context)  # a retry submits a fresh job; a kept one is judged again
+        released = None
+        if "failure" in self.delete_on:  # a retry submits a fresh job
+            released = self._clean_up(reason, forget=context)
+        if released is None:  # kept: a new try judges it again, and never stops at this reported failure
+            self.remember_outcome(context, Verdict.FAILED)
         if early:
             raise AirflowFailException(early)
         raise PathwaysJobFailed.for_class(
@@ -527,4 +473,4 @@ class PathwaysJobOperator(ReattachingJobOperator):
     def on_kill(self) -> None:
         """Delete the job when the running task is killed (always while queued); harmless if gone."""
         if "kill" in self.delete_on or self._is_queued():
-            self._delete("task killed")
+            self.release("task killed")

@@ -14,7 +14,13 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_provider_pathways.failures import PathwaysWatchLost
-from airflow_provider_pathways.reattach import JobJudgement, ReattachAction, reattach_action
+from airflow_provider_pathways.reattach import (
+    JobJudgement,
+    KeptJob,
+    ReattachAction,
+    Verdict,
+    reattach_action,
+)
 from airflow_provider_pathways.transient import OutageTooLong, OutageWindow, describe_error
 
 T = TypeVar("T")
@@ -58,12 +64,15 @@ class ReattachingJobOperator(BaseOperator):
     Base of the operators that submit one job and follow it, with or without the triggerer.
 
     The submitted job's id is kept in ``task_state_store`` under ``external_id_key`` before it
-    is followed. A retry of the same task instance judges that job first (:meth:`judge_job`):
-    running or queued, it is followed again; succeeded, its result is reported without running
-    it again; ended by preemption or another infrastructure failure, it is replaced by a fresh
-    job; ended by a program failure or a refused spec, the task fails at once. The one judgement
-    of a job's end (XComs, log tail, deletion, the classified exception) is :meth:`finish_job`,
-    used on a first try, after a reattach, when polling and when resuming from the triggerer.
+    is followed (a :class:`~airflow_provider_pathways.reattach.KeptJob`, with the outcome once a
+    try reported it). A new try of the same task instance (a retry, or a clear that keeps the
+    task's state) judges that job first (:meth:`judge_job`): running or queued, it is followed
+    again; succeeded, its result is reported without running it again; ended by preemption or
+    another infrastructure failure, it is replaced by a fresh job; ended by a program failure or a
+    refused spec, the task fails at once, unless an earlier try already reported that failure:
+    then a fresh job is submitted. The one judgement of a job's end (XComs, log tail, deletion,
+    the classified exception) is :meth:`finish_job`, used on a first try, after a reattach, when
+    polling and when resuming from the triggerer.
     """
 
     external_id_key: str = "job"
@@ -71,6 +80,11 @@ class ReattachingJobOperator(BaseOperator):
     left_behind: str = "it may still exist"
     poll_interval: float
     outage_tolerance: float
+
+    def recall_outcome(self, outcome: JsonValue) -> Any:
+        """What :meth:`finish_job` observes for a success a try reported (``outcome``, as kept by
+        :meth:`remember_outcome`); None: read the job again."""
+        return None
 
     @abstractmethod
     def submit_job(self, context: Context) -> JsonValue:
@@ -105,6 +119,12 @@ class ReattachingJobOperator(BaseOperator):
     def discards_when_giving_up(self) -> bool:
         """Whether a job the task gives up on is deleted or cancelled (``delete_on``/``cancel_on_kill``)."""
 
+    def discards_failed_jobs(self) -> bool:
+        """Whether the task deletes a job that failed (``failure`` in ``delete_on``): a new try then
+        deletes one whose reported failure an earlier try could not clean up before it submits a
+        fresh job."""
+        return False
+
     def check_trigger_event(self, context: Context, event: dict[str, Any]) -> None:
         """The answers every trigger may give: a timeout gives up (:meth:`give_up`), an error loses
         sight of the job (:meth:`lose_sight`)."""
@@ -137,7 +157,8 @@ class ReattachingJobOperator(BaseOperator):
         job is kept and the retry reattaches to it; on the last try it is deleted or cancelled (per
         :meth:`discards_when_giving_up`), so that it does not run unwatched."""
         store = context.get("task_state_store")
-        external_id = store.get(self.external_id_key) if store is not None else None
+        stored = store.get(self.external_id_key) if store is not None else None
+        external_id = KeptJob.from_stored(stored).job if stored is not None else None
         if external_id is None:
             note = ""
         elif self._will_retry(context, PathwaysWatchLost(message)):
@@ -146,18 +167,26 @@ class ReattachingJobOperator(BaseOperator):
             note = f"; {self.describe_job(external_id)} is left running, as the task's cleanup policy says"
         else:
             try:
-                self.discard_job(external_id, "the task gave up on it")
+                discarded = self.discard_given_up(external_id, context)
             except Exception as err:
                 note = (
                     f"; {self.describe_job(external_id)} could not be deleted or cancelled either "
                     f"({describe_error(err)}) and may still be running: end it by hand"
                 )
             else:
-                self.forget_job(context)
                 note = (
                     f"; this was the last try, so {self.describe_job(external_id)} was deleted or cancelled"
+                    if discarded
+                    else f"; {self.describe_job(external_id)} is left to the newer try that follows it"
                 )
         raise PathwaysWatchLost(f"{message}{note}") from error
+
+    def discard_given_up(self, external_id: JsonValue, context: Context) -> bool:
+        """Delete or cancel a job the last try gave up on, and drop the kept job; False when it is
+        left (and kept) for a newer try that follows it."""
+        self.discard_job(external_id, "the task gave up on it")
+        self.forget_job(context)
+        return True
 
     def _will_retry(self, context: Context, error: BaseException) -> bool:
         """Whether Airflow will retry this try when it fails with ``error``: tries are left
@@ -222,37 +251,74 @@ class ReattachingJobOperator(BaseOperator):
         store = context.get("task_state_store")
         stored = store.get(self.external_id_key) if store is not None else None
         if stored is not None:
+            kept = KeptJob.from_stored(stored)
+            if kept.reported is Verdict.SUCCEEDED:
+                self.log.info(
+                    "%s succeeded and an earlier try reported it; reporting it again, not running it "
+                    "again (delete the task's state key %r to run it again)",
+                    self.describe_job(kept.job),
+                    self.external_id_key,
+                )
+                return self.finish_job(context, kept.job, self.recall_outcome(kept.outcome))
             try:
-                judgement = self.judge_job(stored, context)
+                judgement = self.judge_job(kept.job, context)
             except AirflowException:
                 raise
             except Exception as err:
                 self.lose_sight(
                     context,
-                    f"could not read {self.describe_job(stored)}, submitted by an earlier try: "
+                    f"could not read {self.describe_job(kept.job)}, submitted by an earlier try: "
                     f"{describe_error(err)}",
                     err,
                 )
             if judgement is not None:
-                result = self._reattach(stored, judgement, context)
+                result = self._reattach(kept, judgement, context)
                 if result is not _SUBMIT:
                     return result
         external_id = self.submit_job(context)
         if store is not None and external_id is not None:
-            store.set(self.external_id_key, external_id)
+            store.set(self.external_id_key, KeptJob(external_id).to_stored())
         return self.follow_job(external_id, context)
 
-    def _reattach(self, stored: JsonValue, judgement: JobJudgement, context: Context) -> Any:
-        action = reattach_action(judgement)
+    def _reattach(self, kept: KeptJob, judgement: JobJudgement, context: Context) -> Any:
+        stored = kept.job
+        action = reattach_action(judgement, kept.reported)
         job = self.describe_job(stored)
         detail = f": {judgement.message}" if judgement.message else ""
         if action is ReattachAction.FOLLOW:
             self.log.info("Reattaching to %s, submitted by an earlier try%s", job, detail)
+            store = context.get("task_state_store")
+            if kept.reported is not None and store is not None:  # it runs again: nothing reported yet
+                store.set(self.external_id_key, KeptJob(stored).to_stored())
             return self.follow_job(stored, context)
         if action is ReattachAction.REPORT_SUCCESS:
             self.log.info("%s succeeded after an earlier try ended; reporting it, not running it again", job)
             return self.finish_job(context, stored)
         failure = judgement.failure.value if judgement.failure else "unknown"
+        if action is ReattachAction.SUBMIT:
+            if judgement.failure is None:  # it ended before a wait_until="ready" try saw it ready
+                self.log.warning(
+                    "%s ended and an earlier try reported the task's failure; submitting a fresh job, "
+                    "the ended one is left as it is",
+                    job,
+                )
+                return _SUBMIT
+            if self.discards_failed_jobs():  # the try that reported it could not delete it
+                self.log.warning(
+                    "%s failed (%s) and an earlier try reported it; deleting it and submitting a fresh job",
+                    job,
+                    failure,
+                )
+                reason = f"replaced after {failure}"
+                self.clean_up(f"delete {job} ({reason})", lambda: self.discard_job(stored, reason, wait=True))
+                return _SUBMIT
+            self.log.warning(
+                "%s failed (%s) and an earlier try reported it; submitting a fresh job, the failed "
+                "one is left as it is",
+                job,
+                failure,
+            )
+            return _SUBMIT
         if action is ReattachAction.REPLACE:
             self.log.warning(
                 "%s ended (%s) after an earlier try ended%s; submitting a fresh job", job, failure, detail
@@ -264,6 +330,18 @@ class ReattachingJobOperator(BaseOperator):
             "%s failed (%s) after an earlier try ended%s; not running it again", job, failure, detail
         )
         return self.finish_job(context, stored)
+
+    def remember_outcome(self, context: Context | None, verdict: Verdict, outcome: JsonValue = None) -> None:
+        """Keep the outcome this try reports with the kept job: a new try never stops at a failure
+        already reported, and reports a success again (``outcome``) even once the job is gone."""
+        store = context.get("task_state_store") if context is not None else None
+        if store is None:
+            return
+        with contextlib.suppress(Exception):  # best effort; without it the job is judged again
+            stored = store.get(self.external_id_key)
+            if stored is not None:
+                kept = KeptJob.from_stored(stored).reporting(verdict, outcome)
+                store.set(self.external_id_key, kept.to_stored())
 
     def forget_job(self, context: Context | None) -> None:
         """Drop the kept job id: the next try submits a fresh job."""

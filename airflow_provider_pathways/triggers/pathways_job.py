@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from functools import cached_property
@@ -13,10 +14,12 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_pathways.gke.job_objects import StatusOptions
 from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
+from airflow_provider_pathways.gke.ownership import JobRef, Release, describe_release
 from airflow_provider_pathways.gke.queueing import queue_time_left
 from airflow_provider_pathways.gke.resources import JobKind
 from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments, wait_is_over
+from airflow_provider_pathways.hooks.kubernetes_owned import a_release_job
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     OutageTooLong,
@@ -51,6 +54,9 @@ class PathwaysJobTrigger(BaseTrigger):
         echoed in the ``timeout`` event.
     :param queue_timeout: fire a ``queue_timeout`` event when the job has been queued by Kueue for
         this many seconds; a queued job is otherwise waited for (and never counts as preempted).
+    :param uid: the job's UID; on kill, only that object is deleted.
+    :param owner_labels: the owner labels of the task instance; on kill, only its job is deleted.
+    :param try_number: the try that deferred; on kill, a job a newer try follows is left alone.
     :param newer: arguments a newer version of this provider serialized; ignored.
     """
 
@@ -76,6 +82,9 @@ class PathwaysJobTrigger(BaseTrigger):
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
         queue_timeout: float | None = None,
         deadline_reason: str | None = None,
+        uid: str | None = None,
+        owner_labels: dict[str, str] | None = None,
+        try_number: int | None = None,
         **newer: Any,
     ) -> None:
         super().__init__()
@@ -103,6 +112,9 @@ class PathwaysJobTrigger(BaseTrigger):
         self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
         self.queue_timeout = queue_timeout
         self.deadline_reason = deadline_reason
+        self.uid = uid
+        self.owner_labels = dict(owner_labels or {})
+        self.try_number = try_number
         self._fired = False
         self._queued = False
 
@@ -125,30 +137,37 @@ class PathwaysJobTrigger(BaseTrigger):
         return cls(**{**inherited, **arguments})
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "name": self.name,
-                "namespace": self.namespace,
-                "kubernetes_conn_id": self.kubernetes_conn_id,
-                "kind": self.kind,
-                "wait_until": self.wait_until,
-                "min_slices": self.min_slices,
-                "worker_replicated_job": self.worker_replicated_job,
-                "head_replicated_job": self.head_replicated_job,
-                "main_container": self.main_container,
-                "cluster_context": self.cluster_context,
-                "config_file": self.config_file,
-                "in_cluster": self.in_cluster,
-                "fail_on_suspend": self.fail_on_suspend,
-                "delete_on_kill": self.delete_on_kill,
-                "watch_timeout_seconds": self.watch_timeout_seconds,
-                "deadline": self.deadline,
-                "outage_tolerance": self.outage_tolerance,
-                "queue_timeout": self.queue_timeout,
-                "deadline_reason": self.deadline_reason,
-            },
-        )
+        kwargs: dict[str, Any] = {
+            "name": self.name,
+            "namespace": self.namespace,
+            "kubernetes_conn_id": self.kubernetes_conn_id,
+            "kind": self.kind,
+            "wait_until": self.wait_until,
+            "min_slices": self.min_slices,
+            "worker_replicated_job": self.worker_replicated_job,
+            "head_replicated_job": self.head_replicated_job,
+            "main_container": self.main_container,
+            "cluster_context": self.cluster_context,
+            "config_file": self.config_file,
+            "in_cluster": self.in_cluster,
+            "fail_on_suspend": self.fail_on_suspend,
+            "delete_on_kill": self.delete_on_kill,
+            "watch_timeout_seconds": self.watch_timeout_seconds,
+            "deadline": self.deadline,
+            "outage_tolerance": self.outage_tolerance,
+            "queue_timeout": self.queue_timeout,
+            "deadline_reason": self.deadline_reason,
+        }
+        # Added after 0.1.0: sent only when set, so that a trigger built from 0.1.0's arguments
+        # serializes as it did; a triggerer that does not know them ignores them (**newer) and on
+        # kill deletes the job by name.
+        if self.uid is not None:
+            kwargs["uid"] = self.uid
+        if self.owner_labels:
+            kwargs["owner_labels"] = self.owner_labels
+        if self.try_number is not None:
+            kwargs["try_number"] = self.try_number
+        return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     @cached_property
     def hook(self) -> PathwaysJobHook:
@@ -171,7 +190,9 @@ class PathwaysJobTrigger(BaseTrigger):
 
     async def _wait(self) -> dict[str, Any]:
         """Follow the job until it is done; the event payload. The watch is closed before returning."""
-        options = StatusOptions.for_task(self, main_container=self.main_container)
+        options = dataclasses.replace(
+            StatusOptions.for_task(self, main_container=self.main_container), uid=self.uid
+        )
         need = self.min_slices if self.wait_until == WaitUntil.READY.value else None
         statuses = self.hook.a_watch_status(
             self.name,
@@ -234,7 +255,10 @@ class PathwaysJobTrigger(BaseTrigger):
         does not start later unwatched); harmless if it is already gone."""
         if self._fired or not (self.delete_on_kill or self._queued):
             return
-        deleted = await self.hook.a_delete_job(self.name, self.namespace, JobKind(self.kind))
-        self.log.info(
-            "%s %s/%s on kill", "Deleted" if deleted else "Already gone:", self.namespace, self.name
-        )
+        ref = JobRef(self.name, self.namespace, self.kind, self.uid)
+        if not self.owner_labels:  # deferred by a task that names no owner: the job by name
+            deleted = await self.hook.a_delete_job(self.name, self.namespace, JobKind(self.kind))
+            released = Release.DELETE if deleted else Release.GONE
+        else:
+            released = await a_release_job(self.hook, ref, self.owner_labels, self.try_number)
+        self.log.info("%s", describe_release(released, ref, "task killed"))

@@ -357,6 +357,74 @@ with DAG("gke_delete_missing", schedule=None, start_date=START) as delete_missin
     )
 
 
+# ---- clears and superseded tries ---------------------------------------------------------------
+
+with DAG("gke_cleared_after_kept_failure", schedule=None, start_date=START) as cleared_after_kept_failure:
+    operator(  # the program fails on the first try only; the failed job is kept for debugging
+        "train",
+        "kept-failure",
+        spec(),
+        deferrable=False,
+        poll_interval=0.1,
+        retries=0,
+        delete_on=("success", "kill"),
+        annotations={
+            **knobs(program_seconds=0.5),
+            KNOB + "program-exit-code": "{{ 3 if ti.try_number == 1 else 0 }}",
+        },
+    )
+
+with DAG("gke_cleared_after_success", schedule=None, start_date=START) as cleared_after_success:
+    operator("train", "cleared-success", spec(), deferrable=False, poll_interval=0.1, retries=0)
+
+with DAG("gke_fixed_name", schedule=None, start_date=START) as fixed_name:
+    operator(
+        "train",
+        "fixed-name",
+        spec(),
+        name="shared-train",
+        deferrable=False,
+        poll_interval=0.1,
+        retries=0,
+        annotations=knobs(program_seconds=0.5),
+    )
+
+with DAG("gke_superseded_try", schedule=None, start_date=START) as superseded_try:
+    operator(  # killed by its execution_timeout while a newer try follows its job
+        "train",
+        "superseded",
+        spec(),
+        deferrable=False,
+        poll_interval=0.1,
+        retries=0,
+        execution_timeout=timedelta(seconds=4),
+        annotations=knobs(program_seconds=120),
+    )
+
+with DAG("gke_renamed_between_tries", schedule=None, start_date=START) as renamed_between_tries:
+    operator(  # the name is templated on the try: the retry's spec names another job
+        "train",
+        "renamed",
+        spec(),
+        name="renamed-{{ ti.try_number }}",
+        deferrable=True,
+        annotations=knobs(program_seconds=1.5),
+        delete_on=("success", "kill"),
+        on_retry_callback=resume_suspended_jobs,
+    )
+
+with DAG("gke_name_taken_while_followed", schedule=None, start_date=START) as name_taken_while_followed:
+    operator(
+        "train",
+        "name-taken",
+        spec(),
+        name="taken-train",
+        deferrable=False,
+        poll_interval=1,
+        retries=0,
+        annotations=knobs(program_seconds=120),
+    )
+
 # ---- truthful outcomes: each DAG's test acts on the cluster while the task follows its job ----
 
 with DAG("gke_deleted_elsewhere", schedule=None, start_date=START) as deleted_elsewhere:

@@ -285,3 +285,32 @@ with dag("slurm_too_many_slices") as too_many_slices:
         retries=2,
         retry_policy=FAST_RETRY,
     )
+
+# The program fails on its first run and succeeds once the marker exists (a cleared task's).
+FAILS_FIRST = """#!/bin/bash
+if [ -e "$MARKER" ]; then echo "second run: finishing"; exit 0; fi
+touch "$MARKER"
+echo "ValueError: bad batch" >&2
+exit 3
+"""
+
+with dag("slurm_cleared_after_failure") as cleared_after_failure:
+    SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        script=FAILS_FIRST,
+        job_name="{{ params.job_name }}",
+        environment={"MARKER": "{{ params.marker }}"},
+        poll_interval=0.3,
+        retries=0,
+    )
+
+with dag("slurm_cleared_after_success") as cleared_after_success:
+    SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        script="#!/bin/bash\necho done\n",
+        job_name="{{ params.job_name }}",
+        poll_interval=0.3,
+        retries=0,
+    )

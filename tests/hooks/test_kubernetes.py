@@ -9,7 +9,7 @@ import pytest
 
 from airflow_provider_pathways.failures import FailureClass
 from airflow_provider_pathways.gke.job_objects import StatusOptions
-from airflow_provider_pathways.gke.resources import PATHWAYS_JOB, JobKind
+from airflow_provider_pathways.gke.resources import JOBSET, PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from tests.kube_jobs import CONN, new_spec, wait_for
@@ -227,3 +227,46 @@ async def test_many_isolated_drops_do_not_end_the_wait(hook: PathwaysJobHook, ku
     await statuses.aclose()
     assert status.phase is Phase.SUSPENDED  # the change after the drops still arrives
     await hook.a_delete_job(spec.name, NS)
+
+
+def test_a_delete_whose_preconditions_fail_is_refused_with_409_and_deletes_nothing(
+    hook: PathwaysJobHook,
+) -> None:
+    """Kubernetes API, ``DeleteOptions.preconditions``: "Must be fulfilled before a deletion is
+    carried out. If not possible, a 409 Conflict status will be returned" (the apiserver words it
+    ``Precondition failed: UID in precondition: ..., UID in object meta: ...``)."""
+    from kubernetes.client import ApiException
+
+    spec = new_spec(NS, headless=True)
+    created = hook.create_job(spec.to_pathwaysjob(), NS)["metadata"]
+    for wrong in ({"uid": "not-its-uid"}, {"uid": created["uid"], "resourceVersion": "1"}):
+        with pytest.raises(ApiException) as refused:
+            hook.delete_job(spec.name or "", NS, preconditions=wrong)
+        assert refused.value.status == 409
+        assert "Precondition failed" in str(refused.value.body)
+        assert hook.get_object(PATHWAYS_JOB, spec.name or "", NS) is not None
+    exact = {"uid": created["uid"]}
+    assert hook.delete_job(spec.name or "", NS, preconditions=exact) is True
+    assert hook.delete_job(spec.name or "", NS, preconditions=exact) is False  # gone: 404 first
+
+
+def test_a_task_instances_jobs_are_found_by_its_owner_labels_whatever_their_names(
+    hook: PathwaysJobHook,
+) -> None:
+    from airflow_provider_pathways.gke.naming import airflow_labels
+    from airflow_provider_pathways.hooks.kubernetes_owned import owned_jobs
+
+    namespace = "owned-jobs"
+    ours, theirs = (airflow_labels("dag", "train", run, -1) for run in ("manual__1", "manual__2"))
+    renamed, other = new_spec(namespace, headless=True), new_spec(namespace, headless=True)
+    renamed.labels, other.labels = ours, theirs
+    hook.create_job(renamed.to_pathwaysjob(), namespace)
+    hook.create_job(other.to_pathwaysjob(), namespace)
+    wait_for(lambda: hook.get_object(JOBSET, renamed.name or "", namespace), what="its JobSet")
+
+    found = owned_jobs(hook, namespace, ours)
+
+    # the PathwaysJob once (its JobSet carries the same labels, but is not a job of its own)
+    assert [(ref.kind, ref.name) for ref in found] == [("PathwaysJob", renamed.name)]
+    for spec in (renamed, other):
+        hook.delete_job(spec.name or "", namespace)

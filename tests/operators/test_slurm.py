@@ -11,9 +11,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pendulum
 import pytest
 
-from tests.airflow_runs import load_dag, run_dag
+from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
 from tests.slurm.conftest import wait_for
 
 DAGS = "slurm_scenarios.py"
@@ -243,6 +244,38 @@ def test_retry_after_the_job_finished_returns_its_result_without_resubmitting(
     logs = capfd.readouterr().out
     assert outcome.state == "success" and outcome.try_number == 2
     assert "succeeded after an earlier try ended; reporting it, not running it again" in logs
+    assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 1
+
+
+@pytest.mark.parametrize("conn", ["slurm_ssh"])
+def test_a_cleared_task_after_a_failure_it_reported_submits_a_fresh_job(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    name = f"cleared-{uuid.uuid4().hex[:8]}"
+    marker = f"/tmp/pathways-cleared-{uuid.uuid4().hex}"
+    dag, when = load_dag(DAGS, "slurm_cleared_after_failure"), pendulum.datetime(2026, 3, 1, tz="UTC")
+    conf = params(slurm_cluster, conn, marker=marker, job_name=name)
+    assert run_dag(dag, conf, logical_date=when)["train"].state == "failed"
+    cleared = clear_and_rerun(dag, when)["train"]
+    assert cleared.state == "success"  # not stuck on the first try's failure
+    assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 2  # the failed job and a fresh one
+
+
+@pytest.mark.parametrize("conn", ["slurm_ssh"])
+def test_a_cleared_task_whose_job_succeeded_reports_it_again_without_resubmitting(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    name = f"cleared-ok-{uuid.uuid4().hex[:8]}"
+    dag, when = load_dag(DAGS, "slurm_cleared_after_success"), pendulum.datetime(2026, 3, 2, tz="UTC")
+    assert run_dag(dag, params(slurm_cluster, conn, job_name=name), logical_date=when)["train"].state == (
+        "success"
+    )
+    capfd.readouterr()
+    cleared = clear_and_rerun(dag, when)["train"]
+    logs = capfd.readouterr().out
+    assert cleared.state == "success"
+    assert "succeeded after an earlier try ended; reporting it, not running it again" in logs
+    assert cleared.xcom["return_value"]["state"] == "COMPLETED"
     assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 1
 
 

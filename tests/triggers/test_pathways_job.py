@@ -9,8 +9,11 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_pathways.gke.naming import airflow_labels
+from airflow_provider_pathways.gke.ownership import JobRef
 from airflow_provider_pathways.gke.resources import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+from airflow_provider_pathways.hooks.kubernetes_owned import mark_followed
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 from tests.kube_jobs import CONN, new_spec
 
@@ -123,3 +126,31 @@ async def test_without_min_slices_every_slice_must_be_ready() -> None:
     events = [event async for event in trigger.run()]
     assert events[0].payload["status"] == "timeout"  # 2 of 3 slices is not ready
     await hook.a_delete_job(spec.name, NS)
+
+
+@pytest.mark.usefixtures("kube")
+async def test_on_kill_of_a_superseded_try_leaves_the_job_a_newer_try_follows() -> None:
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    owner = airflow_labels("dag", "train", "manual__1", -1)
+    spec = new_spec(NS, headless=True)
+    spec.labels = owner
+    created = await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    ref = JobRef.of(created, JobKind.PATHWAYS_JOB.value)
+    await asyncio.to_thread(mark_followed, hook, ref, 2)  # try 2 reattached to it
+
+    def trigger_of_try(try_number: int) -> PathwaysJobTrigger:
+        return rebuild(
+            PathwaysJobTrigger(
+                name=ref.name,
+                namespace=NS,
+                kubernetes_conn_id=CONN,
+                uid=ref.uid,
+                owner_labels=owner,
+                try_number=try_number,
+            )
+        )
+
+    await trigger_of_try(1).on_kill()
+    assert await asyncio.to_thread(hook.get_object, PATHWAYS_JOB, ref.name, NS) is not None
+    await trigger_of_try(2).on_kill()
+    await asyncio.to_thread(hook.wait_until_deleted, ref.name, NS, JobKind.PATHWAYS_JOB, 15)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_pathways.failures import (
+    PathwaysInfrastructureFailure,
     PathwaysOutcomeUnknown,
     PathwaysUserProgramFailed,
 )
@@ -127,11 +128,17 @@ def test_the_resumed_tasks_read_the_events_the_same_way(newer: bool) -> None:
     address = sensor.execute_complete({}, event("pathways_job/done_ready.json"), **extra)  # type: ignore[arg-type]
     assert address == "grpc://serve-5e6f7a8b-pathways-head-0-0.serve-5e6f7a8b:29000"
 
+    # a job the cluster forgot: its outcome is unknown (since 0.1.0, which read it as an
+    # infrastructure failure, the rule for a forgotten workload changed; what the event says did not)
     workload = SlurmJobOperator(task_id="train", script="#!/bin/bash\ntrue\n", deferrable=True)
-    # 0.1.0 read a forgotten job as an infrastructure failure and resubmitted it; since then its
-    # outcome is unknown and it is not run again (the event means the same: the job is gone)
-    with pytest.raises(PathwaysOutcomeUnknown, match="no longer known") as lost:
+    with pytest.raises(PathwaysOutcomeUnknown, match="no longer known") as unknown:
         workload.execute_complete({}, event("slurm_job/done_lost.json"), **extra)  # type: ignore[arg-type]
+    assert unknown.value.job == "4242"
+    resubmitting = SlurmJobOperator(
+        task_id="train", script="#!/bin/bash\ntrue\n", deferrable=True, resubmit_if_outcome_unknown=True
+    )
+    with pytest.raises(PathwaysInfrastructureFailure, match="no longer known") as lost:
+        resubmitting.execute_complete({}, event("slurm_job/done_lost.json"), **extra)  # type: ignore[arg-type]
     assert lost.value.job == "4242"
 
     service_args = {"slice_shape": "2x4", "min_slices": 2, "max_slices": 2, "gcs_bucket": "b"}

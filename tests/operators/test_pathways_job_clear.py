@@ -1,0 +1,159 @@
+"""PathwaysJobOperator across clears and superseded tries: real Airflow (dag.test, and a clear that
+keeps the task's state as Airflow 3.3 does) against the Kubernetes stand-in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pendulum
+import pytest
+
+from airflow_provider_pathways.gke.naming import airflow_labels
+from airflow_provider_pathways.gke.ownership import JobRef
+from airflow_provider_pathways.gke.resources import PATHWAYS_JOB, JobKind
+from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+from airflow_provider_pathways.hooks.kubernetes_owned import mark_followed
+from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
+from tests.kube_jobs import CONN, act_when, new_spec, stand_in_objects
+from tests.operators.test_pathways_job import creates, running_jobset
+
+DAGS = "gke_scenarios.py"
+pytestmark = pytest.mark.usefixtures("kube")
+
+
+def at(day: int) -> pendulum.DateTime:
+    return pendulum.datetime(2026, 3, day, tz="UTC")
+
+
+def test_a_cleared_task_runs_a_fresh_job_after_a_failure_it_reported_and_keeps_the_failed_one(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    dag, when, namespace = load_dag(DAGS, "gke_cleared_after_kept_failure"), at(1), "kept-failure"
+    first = run_dag(dag, logical_date=when)["train"]
+    assert first.state == "failed"
+    [kept] = stand_in_objects(kube, "pathwaysjobs", namespace)  # delete_on has no "failure"
+    capfd.readouterr()
+
+    cleared = clear_and_rerun(dag, when)["train"]
+    logs = capfd.readouterr().out
+
+    assert cleared.state == "success"  # not stuck on the first try's failure
+    assert "an earlier try reported it; submitting a fresh job" in logs
+    assert cleared.xcom["name"] != kept["metadata"]["name"]
+    # the failed job is still there to debug, untouched; the fresh one was deleted on success
+    [still_kept] = stand_in_objects(kube, "pathwaysjobs", namespace)
+    assert still_kept["metadata"]["uid"] == kept["metadata"]["uid"]
+
+
+def test_a_cleared_task_whose_job_succeeded_reports_the_success_again_without_running_it(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    dag, when = load_dag(DAGS, "gke_cleared_after_success"), at(2)
+    kube.control("requests/reset")
+    first = run_dag(dag, logical_date=when)["train"]
+    assert first.state == "success"
+    assert stand_in_objects(kube, "pathwaysjobs", "cleared-success") == []  # deleted on success
+    capfd.readouterr()
+
+    cleared = clear_and_rerun(dag, when)["train"]
+    logs = capfd.readouterr().out
+
+    assert cleared.state == "success"
+    assert "reporting it again, not running it again" in logs
+    assert cleared.xcom["status"]["phase"] == "succeeded"
+    assert cleared.xcom["name"] == first.xcom["name"]
+    assert creates(kube) == 1
+
+
+def test_a_cleared_run_never_follows_or_deletes_the_job_another_run_made_under_the_same_name(
+    kube: Any,
+) -> None:
+    dag, when, namespace = load_dag(DAGS, "gke_fixed_name"), at(3), "fixed-name"
+    assert run_dag(dag, logical_date=when)["train"].state == "success"
+    # another run of the DAG now runs its own job under the fixed name
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    other = new_spec(namespace, program_seconds=3)
+    other.name = "shared-train"
+    other.labels = airflow_labels(dag.dag_id, "train", "scheduled__2026-03-04T00:00:00+00:00", -1)
+    uid = hook.create_job(other.to_pathwaysjob(), namespace)["metadata"]["uid"]
+
+    cleared = clear_and_rerun(dag, when)["train"]
+
+    assert cleared.state == "success"
+    [survivor] = stand_in_objects(kube, "pathwaysjobs", namespace)
+    assert survivor["metadata"]["uid"] == uid
+    hook.delete_job("shared-train", namespace)
+
+
+def test_a_job_another_run_recreates_under_the_followed_name_is_not_followed(kube: Any) -> None:
+    namespace = "name-taken"
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    replacement: list[str] = []
+
+    def another_run_takes_the_name(name: str) -> None:
+        hook.delete_job("taken-train", namespace)
+        hook.wait_until_deleted("taken-train", namespace, JobKind.PATHWAYS_JOB, 15)
+        other = new_spec(namespace, program_seconds=1)
+        other.name = "taken-train"
+        other.labels = airflow_labels("gke_name_taken_while_followed", "train", "scheduled__other", -1)
+        replacement.append(hook.create_job(other.to_pathwaysjob(), namespace)["metadata"]["uid"])
+
+    watcher = act_when(lambda: running_jobset(kube, namespace, 1), another_run_takes_the_name)
+    outcome = run_dag(load_dag(DAGS, "gke_name_taken_while_followed"))["train"]
+    watcher.join(5)
+
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "failed"  # its job is gone; the other run's success is not its own
+    assert outcome.xcom["status"]["phase"] == "deleted"
+    [survivor] = stand_in_objects(kube, "pathwaysjobs", namespace)  # and it was not deleted
+    assert survivor["metadata"]["uid"] == replacement[0]
+    hook.delete_job("taken-train", namespace)
+
+
+def test_a_superseded_try_that_is_killed_leaves_the_job_a_newer_try_follows(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    namespace = "superseded"
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    followed: list[dict[str, Any]] = []
+
+    def newer_try_reattaches(name: str) -> None:  # what the try after a partition does first
+        job = hook.get_object(PATHWAYS_JOB, name, namespace)
+        assert job is not None
+        followed.append(job)
+        mark_followed(hook, JobRef.of(job, "PathwaysJob"), try_number=2)
+
+    watcher = act_when(lambda: running_jobset(kube, namespace, 1), newer_try_reattaches)
+    outcome = run_dag(load_dag(DAGS, "gke_superseded_try"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "failed"  # try 1 ran out of time and was killed
+    [job] = stand_in_objects(kube, "pathwaysjobs", namespace)
+    assert job["metadata"]["uid"] == followed[0]["metadata"]["uid"]
+    assert "a newer try of this task instance follows it" in logs
+    hook.delete_job(job["metadata"]["name"], namespace)
+
+
+def test_a_job_renamed_between_tries_is_followed_not_orphaned(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    kube.control("requests/reset")
+    namespace = "renamed"
+    watcher = act_when(
+        lambda: running_jobset(kube, namespace, 1), lambda name: kube.action(namespace, name, "suspend")
+    )
+    outcome = run_dag(load_dag(DAGS, "gke_renamed_between_tries"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "success" and outcome.try_number == 2
+    assert outcome.xcom["name"] == "renamed-1"  # the job try 1 made, though try 2 names "renamed-2"
+    # followed again, or (on a slow machine, once it finished meanwhile) reported: found either way
+    assert "PathwaysJob renamed/renamed-1, submitted by an earlier try" in logs or (
+        "PathwaysJob renamed/renamed-1 succeeded after an earlier try ended" in logs
+    )
+    assert creates(kube) == 1
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
