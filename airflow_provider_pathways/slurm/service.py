@@ -106,10 +106,9 @@ async def check_pathways_service(
         if writers:
             return ServiceCheck(
                 job,
-                replace(
-                    readiness,
-                    ready=False,
-                    reason=f"cannot tell whose {probe.cluster_env_path} this is: it names no service "
+                Readiness(
+                    False,
+                    f"cannot tell whose {probe.cluster_env_path} this is: it names no service "
                     f"job and service job(s) {ids(writers)} of the same user and name ran when it was "
                     f"written; {AMBIGUITY_FIX}",
                 ),
@@ -123,7 +122,7 @@ async def check_pathways_service(
         records = await hook.a_get_jobs_named(probe.worker_job_name)
         match = match_worker_array(job, await peers.get(), records, probe.worker_job_name)
         if match.array_job_id is None:
-            return ServiceCheck(job, replace(readiness, ready=False, reason=match.reason))
+            return ServiceCheck(job, Readiness(False, match.reason, values=readiness.values))
         array_id, tasks = match.array_job_id, list(match.tasks)
     running = count_running(tasks)
     return ServiceCheck(
