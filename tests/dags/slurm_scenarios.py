@@ -259,3 +259,39 @@ with dag("slurm_too_many_slices") as too_many_slices:
         retries=2,
         retry_policy=FAST_RETRY,
     )
+
+# Two service jobs of one name running at once, as two runs of one DAG would have: each with a
+# cluster.env of its own (the script takes the path), or both writing ~/pathways/cluster.env.
+for two_id, published in (("slurm_two_services_own_files", False), ("slurm_two_services_shared_file", True)):
+    with dag(two_id):
+        pair = [
+            PathwaysSlurmServiceOperator(
+                task_id=task_id,
+                slurm_conn_id=CONN,
+                script_path="{{ params.scripts }}/start_pathways.sh",
+                job_name="{{ params.job_name }}",
+                slice_shape="2x4",
+                min_slices=2,
+                max_slices=2,
+                gcs_bucket="my-bucket",
+                environment={
+                    "PATHWAYS_WORKER_SCRIPT": "{{ params.scripts }}/run_worker_slice.sh",
+                    "PATHWAYS_LOG_DIR": "{{ params.scripts }}/logs",
+                    "PATHWAYS_AS_PUBLISHED": "1" if published else "0",
+                },
+                cluster_env_variable=None if published else "PATHWAYS_CLUSTER_ENV",
+                deferrable=True,
+                poll_interval=0.5,
+                wait_timeout=20 if task_id == "second" else 90,
+                retries=0,
+            )
+            for task_id in ("first", "second")
+        ]
+        stop = CancelSlurmJobOperator(
+            task_id="stop",
+            slurm_conn_id=CONN,
+            job_ids=[f"{{{{ ti.xcom_pull(task_ids='{task.task_id}', key='job_id') }}}}" for task in pair],
+            cluster_env_path=None,
+        )
+        pair[0] >> pair[1]
+        stop.as_teardown(setups=pair)

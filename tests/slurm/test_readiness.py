@@ -8,9 +8,6 @@ Every test runs per Slurm version and over REST and SSH.
 
 from __future__ import annotations
 
-import re
-import shutil
-import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,68 +15,23 @@ from typing import Any
 import pytest
 
 from airflow_provider_pathways.hooks.slurm import SlurmHook
-from airflow_provider_pathways.slurm.service import ServiceCheck, ServiceProbe, check_pathways_service
+from airflow_provider_pathways.slurm.service import ServiceProbe
 from tests.slurm.conftest import Sandbox, wait_for
+from tests.slurm_scripts import (
+    check,
+    copy_service_scripts,
+    logged_array,
+    proxy_banner,
+    service_log,
+    start_service,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions("22.05", "24.11")]
-
-SCRIPTS = Path(__file__).resolve().parents[2] / "sandbox" / "slurm" / "scripts"
-SHARED_CLUSTER_ENV = "~/pathways/cluster.env"  # where the published script always writes
 
 
 @pytest.fixture
 def scripts(sandbox: Sandbox) -> Path:
-    """This checkout's service and worker scripts, in a directory of the test's own."""
-    target = sandbox.user_dir()
-    for name in ("start_pathways.sh", "run_worker_slice.sh"):
-        shutil.copyfile(SCRIPTS / name, target / name)
-        (target / name).chmod(0o755)
-    return target
-
-
-def start_service(
-    hook: SlurmHook, scripts: Path, name: str, *, published: bool, min_slices: int = 2, max_slices: int = 2
-) -> tuple[int, str]:
-    """Submit the service script; (job id, the cluster.env it writes)."""
-    own_path = str(scripts / f"cluster-{uuid.uuid4().hex[:8]}.env")
-    job_id = hook.submit_job(
-        script_path=str(scripts / "start_pathways.sh"),
-        job_name=name,
-        output=str(scripts / "service-%j.out"),
-        environment={
-            "SLICE_SHAPE": "2x4",
-            "MIN_SLICES": str(min_slices),
-            "MAX_SLICES": str(max_slices),
-            "GCS_BUCKET": "my-bucket",
-            "PATHWAYS_WORKER_SCRIPT": str(scripts / "run_worker_slice.sh"),
-            "PATHWAYS_LOG_DIR": str(scripts / "logs"),
-            "PATHWAYS_AS_PUBLISHED": "1" if published else "0",
-            "PATHWAYS_CLUSTER_ENV": own_path,
-        },
-    )
-    return job_id, SHARED_CLUSTER_ENV if published else own_path
-
-
-def check(hook: SlurmHook, service: int, probe: ServiceProbe) -> ServiceCheck:
-    return hook.run_on_private_loop(lambda: check_pathways_service(hook, service, probe))
-
-
-def service_log(scripts: Path, service: int) -> str:
-    path = scripts / f"service-{service}.out"
-    return path.read_text(errors="replace") if path.exists() else ""
-
-
-def logged_array(scripts: Path, service: int) -> int | None:
-    """The worker array the service job says it submitted (its own log)."""
-    match = re.search(r"worker array job id: (\d+)", service_log(scripts, service))
-    return int(match.group(1)) if match else None
-
-
-def proxy_banner(address: str) -> str:
-    """What the stand-in proxy at ``grpc://host:port`` answers: it names its service job."""
-    host, port = address.removeprefix("grpc://").rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=5) as conn:
-        return conn.recv(200).decode()
+    return copy_service_scripts(sandbox.settings)
 
 
 @pytest.fixture
