@@ -120,11 +120,14 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         self.service_job_key = service_job_key
         self.worker_job_name = worker_job_name
 
-    def execute(self, context: Context) -> Any:
+    def _resolve_cluster_env_path(self, context: Context) -> None:
         if not self.cluster_env_path:  # per task instance when the script takes the path
             per_run = self.cluster_env_variable
             path = per_run_cluster_env_path(context["ti"]) if per_run else DEFAULT_CLUSTER_ENV_PATH
             self.cluster_env_path = path
+
+    def execute(self, context: Context) -> Any:
+        self._resolve_cluster_env_path(context)
         return super().execute(context)
 
     def input_problems(self) -> list[str]:
@@ -202,6 +205,7 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the readiness trigger fired."""
+        self._resolve_cluster_env_path(context)
         self.resume(context, event)
         if event.get("status") == "service_ended":
             job = SlurmJob.from_dict(event["job"]) if event.get("job") else None

@@ -282,7 +282,7 @@ for two_id, published in (("slurm_two_services_own_files", False), ("slurm_two_s
                 cluster_env_variable=None if published else "PATHWAYS_CLUSTER_ENV",
                 deferrable=True,
                 poll_interval=0.5,
-                wait_timeout=20 if task_id == "second" else 90,
+                wait_timeout=30 if task_id == "second" else 90,
                 retries=0,
             )
             for task_id in ("first", "second")
