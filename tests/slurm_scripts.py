@@ -37,8 +37,12 @@ def copy_service_scripts(settings: dict[str, str]) -> Path:
 def start_service(
     hook: SlurmHook, scripts: Path, name: str, *, published: bool, min_slices: int = 2, max_slices: int = 2
 ) -> tuple[int, str]:
-    """Submit the service script; (job id, the cluster.env it writes)."""
+    """Submit the service script; (job id, the cluster.env it writes). The published script's
+    file is removed first: one an earlier test's service wrote a moment ago would be within the
+    clock slack of this job's start (whole seconds), so it would pass for fresh."""
     own_path = str(scripts / f"cluster-{uuid.uuid4().hex[:8]}.env")
+    if published:
+        (scripts.parents[1] / "cluster.env").unlink(missing_ok=True)  # ~/pathways/cluster.env
     job_id = hook.submit_job(
         script_path=str(scripts / "start_pathways.sh"),
         job_name=name,
