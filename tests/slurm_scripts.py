@@ -76,6 +76,13 @@ def logged_array(scripts: Path, service: int) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def logged_proxy(scripts: Path, service: int) -> str | None:
+    """The proxy address the service job says it wrote (its own log)."""
+    pattern = r"Pathways cluster ready: wrote \S+ \(PATHWAYS_PROXY_ADDRESS=(\S+)\)"
+    match = re.search(pattern, service_log(scripts, service))
+    return match.group(1) if match else None
+
+
 def proxy_banner(address: str) -> str:
     """What the stand-in proxy at ``grpc://host:port`` answers: it names its service job."""
     host, port = address.removeprefix("grpc://").rsplit(":", 1)

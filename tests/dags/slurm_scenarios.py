@@ -260,16 +260,18 @@ with dag("slurm_too_many_slices") as too_many_slices:
         retry_policy=FAST_RETRY,
     )
 
+
 # Two service jobs of one name running at once, as two runs of one DAG would have: each with a
 # cluster.env of its own (the script takes the path), or both writing ~/pathways/cluster.env.
-for two_id, published in (("slurm_two_services_own_files", False), ("slurm_two_services_shared_file", True)):
-    with dag(two_id):
+def two_services(dag_id: str, *, published: bool) -> DAG:
+    with dag(dag_id) as pair_dag:
         pair = [
             PathwaysSlurmServiceOperator(
                 task_id=task_id,
                 slurm_conn_id=CONN,
                 script_path="{{ params.scripts }}/start_pathways.sh",
                 job_name="{{ params.job_name }}",
+                output_path="{{ params.scripts }}/service-%j.out",
                 slice_shape="2x4",
                 min_slices=2,
                 max_slices=2,
@@ -295,3 +297,8 @@ for two_id, published in (("slurm_two_services_own_files", False), ("slurm_two_s
         )
         pair[0] >> pair[1]
         stop.as_teardown(setups=pair)
+    return pair_dag
+
+
+two_services_own_files = two_services("slurm_two_services_own_files", published=False)
+two_services_shared_file = two_services("slurm_two_services_shared_file", published=True)

@@ -15,7 +15,7 @@ import pytest
 
 from tests.airflow_runs import load_dag, run_dag
 from tests.slurm.conftest import wait_for
-from tests.slurm_scripts import copy_service_scripts, proxy_banner
+from tests.slurm_scripts import copy_service_scripts, logged_proxy
 
 DAGS = "slurm_scenarios.py"
 TRANSPORTS = ["slurm_rest", "slurm_ssh"]
@@ -310,7 +310,7 @@ def test_two_service_jobs_at_once_each_read_their_own_cluster_env(
     results = [outcomes[task].xcom["return_value"] for task in ("first", "second")]
     for task, result in zip(("first", "second"), results, strict=True):
         assert result["cluster_env"]["PATHWAYS_SERVICE_JOB_ID"] == str(result["job_id"]), task
-        assert f"job={result['job_id']} " in proxy_banner(result["proxy_address"]), task
+        assert result["proxy_address"] == logged_proxy(scripts, result["job_id"]), task
         assert result["cluster_env_path"].startswith(f"~/pathways/airflow/{dag.dag_id}.{task}."), task
     assert results[0]["cluster_env_path"] != results[1]["cluster_env_path"]
 
@@ -331,7 +331,7 @@ def test_a_second_service_job_sharing_cluster_env_is_refused_naming_the_first(
     logs = capfd.readouterr().out
     first = outcomes["first"].xcom["return_value"]
     assert outcomes["first"].state == "success"  # alone while it waited
-    assert f"job={first['job_id']} " in proxy_banner(first["proxy_address"])
+    assert first["proxy_address"] == logged_proxy(scripts, first["job_id"])
     assert outcomes["second"].state == "failed"
     assert outcomes["second"].xcom.get("proxy_address") is None
     assert f"service job(s) {first['job_id']} of the same user and name" in logs
