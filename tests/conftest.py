@@ -65,7 +65,17 @@ def pytest_configure(config: pytest.Config) -> None:
 # emulator, the real Airflow deployment, the browser. The Kubernetes stand-in starts in about a
 # second and stays in the fast tier with the Airflow-free domain and the GKE operators.
 SERVICE_FIXTURES = frozenset(
-    {"slurm_cluster", "slurm", "sandbox", "gcs", "gcs_emulator", "lifecycle_emulator", "stage", "airflow_ui"}
+    {
+        "slurm_cluster",
+        "slurm_cluster_version",
+        "slurm",
+        "sandbox",
+        "gcs",
+        "gcs_emulator",
+        "lifecycle_emulator",
+        "stage",
+        "airflow_ui",
+    }
 )
 # Folders whose tests start services themselves (no fixture names them).
 SERVICE_FOLDERS = ("deployment", "ui", "sandbox/slurm", "sandbox/test_sandbox_lifecycle.py")
@@ -125,6 +135,43 @@ def slurm_cluster() -> dict[str, str]:
     os.environ["AIRFLOW_CONN_SLURM_REST"] = airflow_connection(settings, "rest")
     os.environ["AIRFLOW_CONN_SLURM_SSH"] = airflow_connection(settings, "ssh")
     return settings
+
+
+# The Slurm versions the readiness suites run on (PATHWAYS_SLURM_VERSIONS narrows them).
+READINESS_VERSIONS = ("22.05", "24.11")
+
+
+def _readiness_versions() -> list[str]:
+    wanted = os.environ.get("PATHWAYS_SLURM_VERSIONS")
+    chosen = [v.strip() for v in wanted.split(",")] if wanted else list(READINESS_VERSIONS)
+    return [v for v in READINESS_VERSIONS if v in chosen]
+
+
+@pytest.fixture(params=_readiness_versions())
+def slurm_cluster_version(
+    request: pytest.FixtureRequest, slurm_cluster: dict[str, str]
+) -> Iterator[dict[str, str]]:
+    """The sandbox cluster of one Slurm version (each in turn) behind the ``slurm_rest`` and
+    ``slurm_ssh`` connections for the test's length; its settings (``slurm_cli`` runs its commands)."""
+    from sandbox.slurm.cluster import airflow_connection, start_slurm_sandbox
+
+    settings = slurm_cluster if request.param == slurm_cluster.get("SLURM_SANDBOX_VERSION", "22.05") else None
+    if settings is None:
+        try:
+            settings = start_slurm_sandbox(timeout=900, version=request.param)
+        except RuntimeError as err:
+            pytest.fail(str(err))
+    saved = {name: os.environ.get(name) for name in ("AIRFLOW_CONN_SLURM_REST", "AIRFLOW_CONN_SLURM_SSH")}
+    os.environ["AIRFLOW_CONN_SLURM_REST"] = airflow_connection(settings, "rest")
+    os.environ["AIRFLOW_CONN_SLURM_SSH"] = airflow_connection(settings, "ssh")
+    try:
+        yield settings
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 EXAMPLE_BUCKET = "my-pathways-bucket"

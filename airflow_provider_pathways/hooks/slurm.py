@@ -263,6 +263,13 @@ class SlurmHook(BaseHook):
         tasks = [j for j in records if j.array_job_id == array_job_id and j.array_task_id is not None]
         return sorted(tasks, key=lambda j: j.array_task_id or 0)
 
+    @staticmethod
+    async def _jobs_named(transport: SlurmTransport, name: str) -> list[SlurmJob]:
+        if not name:
+            raise ValueError("name: empty; pass the Slurm job name to look for")
+        records = await transport.jobs_named(name)
+        return sorted(records, key=lambda j: (j.array_job_id or j.job_id, j.array_task_id or 0, j.job_id))
+
     async def _cancel(self, transport: SlurmTransport, job_id: int) -> bool:
         records = await transport.jobs(job_id)
         if not records or all(job.terminal for job in records):
@@ -323,6 +330,17 @@ class SlurmHook(BaseHook):
         """Every task of an array, pending ranges expanded, sorted by task id (one Slurm query)."""
         return self._run(lambda t: self._array_tasks(t, int(array_job_id)))
 
+    def expand_path(self, path: str) -> str:
+        """The path with a leading ``~`` replaced by the cluster user's home (read over the
+        connection's file access)."""
+        return self._run(lambda t: self._expand(t, path))
+
+    def get_jobs_named(self, name: str) -> list[SlurmJob]:
+        """Every job and array task of the connection's user with exactly this name that slurmctld
+        still knows (one listing: slurmrestd's job list, or ``squeue -u -n`` over SSH), sorted by
+        job id. Ended jobs drop out ``MinJobAge`` after their end."""
+        return self._run(lambda t: self._jobs_named(t, name))
+
     def cancel_job(self, job_id: int) -> bool:
         """Cancel the job (an array id cancels every task): True if it was active and is now being
         cancelled, False if it had already ended or is unknown. Never raises for an ended job."""
@@ -370,6 +388,10 @@ class SlurmHook(BaseHook):
     async def a_get_array_tasks(self, array_job_id: int) -> list[SlurmJob]:
         """Async :meth:`get_array_tasks`."""
         return await self._a_call(lambda t: self._array_tasks(t, int(array_job_id)))
+
+    async def a_get_jobs_named(self, name: str) -> list[SlurmJob]:
+        """Async :meth:`get_jobs_named`."""
+        return await self._a_call(lambda t: self._jobs_named(t, name))
 
     async def a_cancel_job(self, job_id: int) -> bool:
         """Async :meth:`cancel_job`."""

@@ -351,6 +351,22 @@ class RestTransport:
             raise await self._error(f"read job {job_id}", status, payload)
         return jobs_from_rest(payload)
 
+    async def jobs_named(self, name: str) -> list[SlurmJob]:
+        """``GET /slurm/vX/jobs`` (no version filters by user or name) narrowed to the login user's
+        records with that name before they are read."""
+        version = await self.api_version()
+        status, payload = await self._request("GET", f"/slurm/{version}/jobs")
+        errors = payload.get("errors") if isinstance(payload, Mapping) else None
+        if status != 200 or not isinstance(payload, Mapping) or errors:
+            raise await self._error(f"list the jobs named {name!r}", status, payload)
+        login = self._settings.login
+        records = [
+            record
+            for record in payload.get("jobs") or []
+            if isinstance(record, Mapping) and record.get("name") == name and record.get("user_name") == login
+        ]
+        return jobs_from_rest({"jobs": records})
+
     async def cancel(self, job_id: int) -> None:
         version = await self.api_version()
         status, payload = await self._request("DELETE", f"/slurm/{version}/job/{job_id}")

@@ -310,6 +310,23 @@ class SshTransport:
             )
         return jobs_from_scontrol(out)
 
+    async def jobs_named(self, name: str) -> list[SlurmJob]:
+        """``squeue -u LOGIN -n NAME`` for the (array) job ids, then ``scontrol -o show job`` for each
+        (every task of an array); records that ended in between are simply absent."""
+        login = self._settings.login
+        command = shlex.join([self._cmd("squeue"), "-h", "-t", "all", "-u", login, "-n", name, "-o", "%F"])
+        status, out, err = await self.session.run(command)
+        if status != 0:
+            raise SlurmCommandError(
+                f"squeue -n {name} failed on {self.session.address} (exit {status}): {err.strip()}",
+                exit_status=status,
+                stderr=err,
+            )
+        ids = sorted({int(word) for word in out.split() if word.isdigit()})
+        records = [job for job_id in ids for job in await self.jobs(job_id)]
+        # squeue splits -n at commas: keep only this exact name (and user).
+        return [job for job in records if job.name == name and job.user in (None, login)]
+
     async def accounting_jobs(self, job_id: int) -> list[SlurmJob] | None:
         """``sacct -D`` (every attempt of a requeued job, no ``-X``: the first attempt reads
         ``REQUEUED``, the last one has the true end), or None when the cluster keeps no accounting

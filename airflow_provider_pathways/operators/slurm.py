@@ -17,7 +17,9 @@ from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_PROXY_KEYS,
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
+    DEFAULT_WORKER_JOB_NAME,
     Readiness,
+    per_run_cluster_env_path,
 )
 from airflow_provider_pathways.slurm.job import SlurmJob
 from airflow_provider_pathways.slurm.job_inputs import (
@@ -56,11 +58,17 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
     :param gcs_bucket: bucket for scratch and the compilation cache (name only, no ``gs://``).
     :param script_path: the service script on the cluster; or ``script``: its text, uploaded.
     :param wait_for_ready: wait for readiness before succeeding (deferrable).
-    :param cluster_env_path: where the service writes ``cluster.env``.
+    :param cluster_env_path: where the service writes ``cluster.env`` (default
+        ``~/pathways/cluster.env``; with ``cluster_env_variable``, a file of this task instance's own).
+    :param cluster_env_variable: the environment variable through which the script takes the path
+        of ``cluster.env`` (None: it writes where it always does). The path, ``~`` expanded, is
+        passed in it, so concurrent service jobs never share the file.
     :param proxy_key: the key holding the proxy address (default: the first of
         ``PATHWAYS_PROXY_ADDRESS``, ``JAX_BACKEND_TARGET``, ``PATHWAYS_PROXY``).
     :param check_slices: also count RUNNING worker array tasks.
     :param worker_array_key: the ``cluster.env`` key holding the worker array job id.
+    :param worker_job_name: the worker array's job name, to find it when ``cluster.env`` does not
+        name it (default ``run_worker_slice.sh``: sbatch names a job after its script file).
     :param cancel_on_kill: cancel the service job and its worker array when the task is killed
         or its wait times out.
     :param requeue: whether Slurm may requeue the service job (``--requeue``/``--no-requeue``);
@@ -90,11 +98,13 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         max_slices: int | str,
         gcs_bucket: str,
         wait_for_ready: bool = True,
-        cluster_env_path: str = DEFAULT_CLUSTER_ENV_PATH,
+        cluster_env_path: str | None = None,
+        cluster_env_variable: str | None = None,
         proxy_key: str | Sequence[str] | None = None,
         check_slices: bool = True,
         worker_array_key: str = DEFAULT_WORKER_ARRAY_KEY,
         service_job_key: str = DEFAULT_SERVICE_JOB_KEY,
+        worker_job_name: str = DEFAULT_WORKER_JOB_NAME,
         poll_interval: float = 5.0,
         **kwargs: Any,
     ) -> None:
@@ -105,10 +115,22 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         self.gcs_bucket = gcs_bucket
         self.wait_for_ready = wait_for_ready
         self.cluster_env_path = cluster_env_path
+        self.cluster_env_variable = cluster_env_variable
         self.proxy_keys = [proxy_key] if isinstance(proxy_key, str) else list(proxy_key or DEFAULT_PROXY_KEYS)
         self.check_slices = check_slices
         self.worker_array_key = worker_array_key
         self.service_job_key = service_job_key
+        self.worker_job_name = worker_job_name
+
+    def _resolve_cluster_env_path(self, context: Context) -> None:
+        if not self.cluster_env_path:  # per task instance when the script takes the path
+            per_run = self.cluster_env_variable
+            path = per_run_cluster_env_path(context["ti"]) if per_run else DEFAULT_CLUSTER_ENV_PATH
+            self.cluster_env_path = path
+
+    def execute(self, context: Context) -> Any:
+        self._resolve_cluster_env_path(context)
+        return super().execute(context)
 
     def input_problems(self) -> list[str]:
         problems = super().input_problems()
@@ -136,13 +158,16 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         return judgement
 
     def submission_environment(self) -> dict[str, str]:
-        return service_environment(
+        environment = service_environment(
             self.rendered_environment(),
             slice_shape=self.slice_shape,
             min_slices=self.min_slices,
             max_slices=self.max_slices,
             gcs_bucket=self.gcs_bucket,
         )
+        if self.cluster_env_variable:
+            environment[self.cluster_env_variable] = self.hook.expand_path(str(self.cluster_env_path))
+        return environment
 
     def probe(self) -> ServiceProbe:
         """Where the service reports and what ready asks for."""
@@ -152,9 +177,12 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
             min_slices=int(self.min_slices) if self.check_slices else None,
             worker_array_key=self.worker_array_key,
             service_job_key=self.service_job_key,
+            worker_job_name=self.worker_job_name,
+            cluster_env_per_job=bool(self.cluster_env_variable),
         )
 
     def follow_job(self, external_id: JsonValue, context: Context) -> Any:
+        context["ti"].xcom_push(key="cluster_env_path", value=self.cluster_env_path)
         if not self.wait_for_ready:
             self._job_id = int(external_id)  # type: ignore[arg-type]
             context["ti"].xcom_push(key="job_id", value=self._job_id)
@@ -186,6 +214,7 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         self, context: Context, event: dict[str, Any], job_id: int | None = None, **newer: Any
     ) -> dict[str, Any]:
         """Resume after the readiness trigger fired."""
+        self._resolve_cluster_env_path(context)
         self.resume(context, event, job_id)
         if event.get("status") == "service_ended":
             job = SlurmJob.from_dict(event["job"]) if event.get("job") else None
@@ -216,6 +245,7 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
             "proxy_address": readiness.proxy_address,
             "worker_array_job_id": readiness.worker_array_job_id,
             "cluster_env": dict(readiness.values) or None,
+            "cluster_env_path": self.cluster_env_path,
             "running_slices": readiness.running_slices,
         }
 
@@ -356,12 +386,14 @@ class CancelSlurmJobOperator(BaseOperator):
     Cancel Slurm jobs (the Pathways service and its worker array); fine if they already ended.
 
     Meant as a teardown task (``.as_teardown()``). The worker array is found from
-    ``worker_array_job_id`` or, with ``cluster_env_path``, from ``cluster.env`` when that file
-    belongs to the service job.
+    ``worker_array_job_id``, or, with ``cluster_env_path``, from ``cluster.env`` when that file
+    belongs to the service job, or else as the array job named ``worker_job_name`` that a running
+    service job submitted (the rule of :class:`PathwaysSlurmServiceOperator`).
 
     :param job_ids: one id or several (templated; e.g. the service operator's XCom).
     :param worker_array_job_id: the service's worker array, if known.
     :param cluster_env_path: read the worker array id from this ``cluster.env`` (None: don't).
+    :param worker_job_name: the worker array's job name (default ``run_worker_slice.sh``).
     """
 
     template_fields: Sequence[str] = ("job_ids", "worker_array_job_id", "cluster_env_path", "slurm_conn_id")
@@ -376,6 +408,7 @@ class CancelSlurmJobOperator(BaseOperator):
         cluster_env_path: str | None = DEFAULT_CLUSTER_ENV_PATH,
         worker_array_key: str = DEFAULT_WORKER_ARRAY_KEY,
         service_job_key: str = DEFAULT_SERVICE_JOB_KEY,
+        worker_job_name: str = DEFAULT_WORKER_JOB_NAME,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -385,6 +418,7 @@ class CancelSlurmJobOperator(BaseOperator):
         self.cluster_env_path = cluster_env_path
         self.worker_array_key = worker_array_key
         self.service_job_key = service_job_key
+        self.worker_job_name = worker_job_name
 
     @cached_property
     def hook(self) -> SlurmHook:
@@ -411,6 +445,7 @@ class CancelSlurmJobOperator(BaseOperator):
             worker_array_job_id=None if array in (None, "", "None") else int(str(array)),
             worker_array_key=self.worker_array_key,
             service_job_key=self.service_job_key,
+            worker_job_name=self.worker_job_name,
         )
         return self.hook.run_on_private_loop(lambda: service_worker_arrays(self.hook, service_ids, probe))
 

@@ -18,6 +18,7 @@ from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_PROXY_KEYS,
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
+    DEFAULT_WORKER_JOB_NAME,
 )
 from airflow_provider_pathways.slurm.job import SlurmJob
 from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
@@ -46,7 +47,13 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
     :param cluster_env_path: path of ``cluster.env`` on the cluster (``~`` is the cluster user's home).
     :param proxy_key: key (or keys, first present wins) holding the proxy address.
     :param min_slices: also require this many RUNNING worker array tasks.
-    :param worker_array_job_id: the worker array's job id; default: read from ``cluster.env``.
+    :param worker_array_job_id: the worker array's job id; default: read from ``cluster.env``, else
+        the array job named ``worker_job_name`` that the service job submitted.
+    :param worker_job_name: the worker array's job name (default ``run_worker_slice.sh``: sbatch
+        names a job after its script file).
+    :param cluster_env_per_job: ``cluster_env_path`` is this service job's alone (its script was
+        given the path, e.g. the service operator's ``cluster_env_path`` XCom): a file there that
+        names no service job is not checked against other service jobs.
     :param deferrable: wait in the triggerer.
     """
 
@@ -70,6 +77,8 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
         worker_array_job_id: int | str | None = None,
         worker_array_key: str = DEFAULT_WORKER_ARRAY_KEY,
         service_job_key: str = DEFAULT_SERVICE_JOB_KEY,
+        worker_job_name: str = DEFAULT_WORKER_JOB_NAME,
+        cluster_env_per_job: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -83,6 +92,8 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
         self.worker_array_job_id = worker_array_job_id
         self.worker_array_key = worker_array_key
         self.service_job_key = service_job_key
+        self.worker_job_name = worker_job_name
+        self.cluster_env_per_job = cluster_env_per_job
         self.deferrable = deferrable
 
     @cached_property
@@ -112,6 +123,8 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
             worker_array_job_id=self._optional_int("worker_array_job_id", self.worker_array_job_id),
             worker_array_key=self.worker_array_key,
             service_job_key=self.service_job_key,
+            worker_job_name=self.worker_job_name,
+            cluster_env_per_job=self.cluster_env_per_job,
         )
 
     def _job_id(self) -> int:

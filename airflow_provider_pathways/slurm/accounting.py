@@ -97,6 +97,7 @@ def jobs_from_slurmdb(payload: Mapping[str, Any]) -> list[SlurmJob]:
             std_out=std_out,
             work_dir=work_dir,
             partition=field_text(record.get("partition")),
+            user=field_text(record.get("user")),
         )
         jobs.append(dataclasses.replace(job, source="accounting"))
     return jobs
@@ -168,6 +169,7 @@ def jobs_from_sacct(text: str) -> list[SlurmJob]:
                 std_out=std_out,
                 work_dir=work_dir,
                 partition=field_text(f["Partition"]),
+                user=field_text(f["User"]),
             )
             jobs.append(dataclasses.replace(job, source="accounting"))
     return jobs

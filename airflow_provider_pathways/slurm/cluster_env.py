@@ -18,10 +18,24 @@ DEFAULT_CLUSTER_ENV_PATH = "~/pathways/cluster.env"
 DEFAULT_PROXY_KEYS: tuple[str, ...] = ("PATHWAYS_PROXY_ADDRESS", "JAX_BACKEND_TARGET", "PATHWAYS_PROXY")
 DEFAULT_SERVICE_JOB_KEY = "PATHWAYS_SERVICE_JOB_ID"
 DEFAULT_WORKER_ARRAY_KEY = "PATHWAYS_WORKER_ARRAY_JOB_ID"
+#: The worker array's job name: the service job runs ``sbatch run_worker_slice.sh`` (seed 002), and
+#: sbatch names a job after its script file unless given ``--job-name``.
+DEFAULT_WORKER_JOB_NAME = "run_worker_slice.sh"
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ADDRESS = re.compile(r"^(?:grpc://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(?P<port>\d{1,5})/?$")
 # mtime and Slurm's StartTime come from the same cluster clock; StartTime has whole seconds.
 CLOCK_SLACK_SECONDS = 1.0
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def per_run_cluster_env_path(ti: Any) -> str:
+    """A ``cluster.env`` path of one task instance's own (dag, run, task and map index), the same on
+    every try, so a retry that reattaches finds the file again."""
+    parts = [ti.dag_id, ti.task_id] + ([str(ti.map_index)] if getattr(ti, "map_index", -1) >= 0 else [])
+    name = ".".join(_UNSAFE.sub("_", str(part)) for part in [*parts, ti.run_id])
+    return f"~/pathways/airflow/{name}.env"
 
 
 class ClusterEnvError(ValueError):

@@ -91,6 +91,7 @@ def build_job(
     std_out: str | None,
     work_dir: str | None,
     partition: str | None,
+    user: str | None = None,
 ) -> SlurmJob:
     state, flags = normalize_state(raw_state, restarts=restarts)
     terminal = state in TERMINAL_STATES
@@ -116,6 +117,7 @@ def build_job(
         std_out=std_out,
         work_dir=work_dir,
         partition=partition,
+        user=user,
     )
 
 

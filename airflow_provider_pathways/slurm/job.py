@@ -39,6 +39,8 @@ class SlurmJob:
     std_out: str | None = None
     work_dir: str | None = None
     partition: str | None = None
+    #: The user the job runs as (None when the record does not say).
+    user: str | None = None
     #: Who reported the job: ``slurmctld`` (it still knows the job) or ``accounting`` (slurmdbd,
     #: after slurmctld forgot the finished job, MinJobAge later).
     source: str = "slurmctld"

@@ -64,6 +64,7 @@ def _rest_records(record: Mapping[str, Any]) -> list[SlurmJob]:
         "comment": field_text(record.get("comment")),
         "work_dir": work_dir,
         "partition": field_text(record.get("partition")),
+        "user": user,
     }
     jobs = []
     for task_id in task_ids:

@@ -86,6 +86,12 @@ def scontrol_time(value: str | None) -> datetime | None:
         return None
 
 
+def scontrol_user(value: str | None) -> str | None:
+    """The user name of ``UserId=name(uid)``."""
+    text = field_text(value)
+    return text.split("(", 1)[0] or None if text else None
+
+
 def jobs_from_scontrol(text: str) -> list[SlurmJob]:
     """Every record of ``scontrol -o show job`` output, pending array ranges expanded."""
     jobs: list[SlurmJob] = []
@@ -123,6 +129,7 @@ def _scontrol_records(f: Mapping[str, str]) -> list[SlurmJob]:
         "std_out": field_text(f.get("StdOut")),
         "work_dir": field_text(f.get("WorkDir")),
         "partition": field_text(f.get("Partition")),
+        "user": scontrol_user(f.get("UserId")),
     }
     if len(task_ids) > 1 and common["std_out"]:
         return [

@@ -37,6 +37,11 @@ class SlurmTransport(Protocol):
         """Every record Slurm has under that id (all tasks of an array); empty when unknown."""
         ...
 
+    async def jobs_named(self, name: str) -> list[SlurmJob]:
+        """Every record slurmctld has of the connection user's jobs with exactly that name (all
+        tasks of arrays)."""
+        ...
+
     async def cancel(self, job_id: int) -> None: ...
 
     async def accounting_jobs(self, job_id: int) -> list[SlurmJob] | None:

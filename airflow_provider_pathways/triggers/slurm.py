@@ -14,6 +14,7 @@ from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_PROXY_KEYS,
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
+    DEFAULT_WORKER_JOB_NAME,
 )
 from airflow_provider_pathways.slurm.errors import SlurmJobLost
 from airflow_provider_pathways.slurm.service import (
@@ -206,8 +207,9 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
     Fire when the Pathways service on Slurm is ready, or when its service job ends.
 
     Ready: ``cluster.env`` exists, was written after the service job started, holds the proxy
-    address, and (with ``min_slices``) at least that many worker array tasks are RUNNING.
-    Arguments a newer version of this provider serialized are ignored.
+    address, and (with ``min_slices``) at least that many worker array tasks are RUNNING; the worker
+    array and the file are attributed to the service job as :class:`ServiceProbe` says. Arguments a
+    newer version of this provider serialized are ignored.
     """
 
     def __init__(
@@ -221,6 +223,8 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
         worker_array_job_id: int | None = None,
         worker_array_key: str = DEFAULT_WORKER_ARRAY_KEY,
         service_job_key: str = DEFAULT_SERVICE_JOB_KEY,
+        worker_job_name: str = DEFAULT_WORKER_JOB_NAME,
+        cluster_env_per_job: bool = False,
         poll_interval: float = 5.0,
         deadline: float | None = None,
         cancel_on_kill: bool = False,
@@ -248,6 +252,8 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
             worker_array_job_id=worker_array_job_id,
             worker_array_key=worker_array_key,
             service_job_key=service_job_key,
+            worker_job_name=worker_job_name,
+            cluster_env_per_job=cluster_env_per_job,
         )
         self._last_reason = ""
 

@@ -314,3 +314,46 @@ with dag("slurm_cleared_after_success") as cleared_after_success:
         poll_interval=0.3,
         retries=0,
     )
+
+
+# Two service jobs of one name running at once, as two runs of one DAG would have: each with a
+# cluster.env of its own (the script takes the path), or both writing ~/pathways/cluster.env.
+def two_services(dag_id: str, *, published: bool) -> DAG:
+    with dag(dag_id) as pair_dag:
+        pair = [
+            PathwaysSlurmServiceOperator(
+                task_id=task_id,
+                slurm_conn_id=CONN,
+                script_path="{{ params.scripts }}/start_pathways.sh",
+                job_name="{{ params.job_name }}",
+                output_path="{{ params.scripts }}/service-%j.out",
+                slice_shape="2x4",
+                min_slices=2,
+                max_slices=2,
+                gcs_bucket="my-bucket",
+                environment={
+                    "PATHWAYS_WORKER_SCRIPT": "{{ params.scripts }}/run_worker_slice.sh",
+                    "PATHWAYS_LOG_DIR": "{{ params.scripts }}/logs",
+                    "PATHWAYS_AS_PUBLISHED": "1" if published else "0",
+                },
+                cluster_env_variable=None if published else "PATHWAYS_CLUSTER_ENV",
+                deferrable=True,
+                poll_interval=0.5,
+                wait_timeout=30 if task_id == "second" else 90,
+                retries=0,
+            )
+            for task_id in ("first", "second")
+        ]
+        stop = CancelSlurmJobOperator(
+            task_id="stop",
+            slurm_conn_id=CONN,
+            job_ids=[f"{{{{ ti.xcom_pull(task_ids='{task.task_id}', key='job_id') }}}}" for task in pair],
+            cluster_env_path=None,
+        )
+        pair[0] >> pair[1]
+        stop.as_teardown(setups=pair)
+    return pair_dag
+
+
+two_services_own_files = two_services("slurm_two_services_own_files", published=False)
+two_services_shared_file = two_services("slurm_two_services_shared_file", published=True)

@@ -16,6 +16,7 @@ import pytest
 
 from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
 from tests.slurm.conftest import wait_for
+from tests.slurm_scripts import copy_service_scripts, logged_proxy
 
 DAGS = "slurm_scenarios.py"
 TRANSPORTS = ["slurm_rest", "slurm_ssh"]
@@ -356,3 +357,49 @@ def test_more_slices_than_the_clusters_max_array_size_are_refused_before_submiss
     assert outcome.state == "failed" and outcome.try_number == 1
     assert "max_slices: 10000 is more than the cluster's MaxArraySize (1001)" in logs
     assert squeue("-t", "all", "-n", "slurm_too_many_slices.service", "-o", "%i") == []
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_two_service_jobs_at_once_each_read_their_own_cluster_env(
+    slurm_cluster_version: dict[str, str], conn: str
+) -> None:
+    """Given the path (PATHWAYS_CLUSTER_ENV for the sandbox script), each service job of one name
+    writes a cluster.env of its own task instance, and each operator reads its own."""
+    scripts = copy_service_scripts(slurm_cluster_version)
+    name = f"pair-{uuid.uuid4().hex[:8]}"
+    dag = load_dag(DAGS, "slurm_two_services_own_files")
+    outcomes = run_dag(dag, {"conn": conn, "scripts": str(scripts), "job_name": name})
+    assert {k: v.state for k, v in outcomes.items()} == {
+        "first": "success",
+        "second": "success",
+        "stop": "success",
+    }
+    results = [outcomes[task].xcom["return_value"] for task in ("first", "second")]
+    for task, result in zip(("first", "second"), results, strict=True):
+        assert result["cluster_env"]["PATHWAYS_SERVICE_JOB_ID"] == str(result["job_id"]), task
+        assert result["proxy_address"] == logged_proxy(scripts, result["job_id"]), task
+        assert result["cluster_env_path"].startswith(f"~/pathways/airflow/{dag.dag_id}.{task}."), task
+    assert results[0]["cluster_env_path"] != results[1]["cluster_env_path"]
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_a_second_service_job_sharing_cluster_env_is_refused_naming_the_first(
+    slurm_cluster_version: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Seed 002's script writes ~/pathways/cluster.env and names no job in it: the second service
+    job of one user and name cannot tell its file (or worker array) from the first's, so it waits
+    and ends at its timeout saying why, instead of taking the first's proxy."""
+    scripts = copy_service_scripts(slurm_cluster_version)
+    name = f"pair-{uuid.uuid4().hex[:8]}"
+    outcomes = run_dag(
+        load_dag(DAGS, "slurm_two_services_shared_file"),
+        {"conn": conn, "scripts": str(scripts), "job_name": name},
+    )
+    logs = capfd.readouterr().out
+    first = outcomes["first"].xcom["return_value"]
+    assert outcomes["first"].state == "success"  # alone while it waited
+    assert first["proxy_address"] == logged_proxy(scripts, first["job_id"])
+    assert outcomes["second"].state == "failed"
+    assert outcomes["second"].xcom.get("proxy_address") is None
+    assert f"service job(s) {first['job_id']} of the same user and name" in logs
+    assert outcomes["stop"].state == "success"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -10,6 +12,7 @@ from airflow_provider_pathways.failures import PathwaysInfrastructureFailure, Pa
 from airflow_provider_pathways.hooks.slurm import SlurmHook
 from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
 from tests.slurm.conftest import wait_for
+from tests.slurm_scripts import copy_service_scripts, logged_array, proxy_banner, start_service
 
 pytestmark = pytest.mark.slurm
 
@@ -55,4 +58,41 @@ def test_a_service_that_ended_raises_the_failure_class(
         with pytest.raises(exception, match=f"the Pathways service job {service} ended before it was ready"):
             sensor.poke({"ti": None})  # type: ignore[arg-type]
     finally:
+        sensor.hook.close()
+
+
+class _TaskInstance:
+    """Collects what the sensor pushes to XCom."""
+
+    def __init__(self) -> None:
+        self.xcom: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+@pytest.mark.parametrize("published", [False, True], ids=["sandbox-script", "published-script"])
+@pytest.mark.parametrize("conn", ["slurm_rest", "slurm_ssh"])
+def test_sensor_is_ready_with_the_service_jobs_own_worker_array(
+    slurm_cluster_version: dict[str, str], conn: str, published: bool
+) -> None:
+    """Seed 002: the service job writes the proxy address once MIN_SLICES slices run and submits
+    the worker array; with a script that says no more, the sensor finds that array in Slurm."""
+    scripts = copy_service_scripts(slurm_cluster_version)
+    hook = SlurmHook(slurm_conn_id=conn)
+    service, path = start_service(hook, scripts, f"sensor-{uuid.uuid4().hex[:8]}", published=published)
+    sensor = PathwaysClusterEnvSensor(
+        task_id="ready", service_job_id=service, slurm_conn_id=conn, cluster_env_path=path, min_slices=2
+    )
+    ti = _TaskInstance()
+    try:
+        done = wait_for(lambda: (r := sensor.poke({"ti": ti})).is_done and r, "the sensor to be done", 90)  # type: ignore[arg-type]
+        ready = done.xcom_value
+        assert ready["worker_array_job_id"] == logged_array(scripts, service)
+        assert ready["running_slices"] == 2
+        assert ti.xcom["proxy_address"] == ready["proxy_address"]
+        assert f"job={service} " in proxy_banner(ready["proxy_address"])
+    finally:
+        hook.cancel_job(service)
+        hook.close()
         sensor.hook.close()

@@ -159,6 +159,28 @@ def test_array_tasks_with_pending_ranges(
         assert hook.read_file(task.std_out) == f"task {task.array_task_id}\n"
 
 
+def test_jobs_of_the_user_by_name(hook: SlurmHook, sandbox: Sandbox, jobs: list[int], workdir: Path) -> None:
+    """One listing finds the connection user's jobs of exactly one name, every array task included,
+    with user and submit time: what finds a worker array submitted as ``sbatch run_worker_slice.sh``
+    (sbatch names a job after its script file)."""
+    go = workdir / "go"
+    name = f"named-{uuid.uuid4().hex[:8]}"
+    common: dict[str, Any] = {"working_directory": str(workdir), "output": str(workdir / "named-%j.out")}
+    array_id = hook.submit_job(script=_gated_script(go), job_name=name, array="0-2%1", **common)
+    single = hook.submit_job(script=_gated_script(go), job_name=name, **common)
+    other = hook.submit_job(script=_gated_script(go), job_name=f"{name}-other", **common)
+    roots = sandbox.sbatch("--job-name", name, "--wrap", "sleep 60")  # same name, another user
+    jobs.extend([array_id, single, other, roots])
+    named = hook.get_jobs_named(name)
+    tasks = sorted((j.array_job_id, j.array_task_id) for j in named if j.array_job_id is not None)
+    assert tasks == [(array_id, 0), (array_id, 1), (array_id, 2)]
+    assert [j.job_id for j in named if j.array_job_id is None] == [single]
+    assert {j.user for j in named} == {sandbox.user}
+    assert all(j.submit_time is not None and j.name == name for j in named)
+    assert hook.get_jobs_named(name[:-1]) == []  # exact names only
+    _go(sandbox, go)
+
+
 def test_requeue_shows_restarts_and_the_requeued_flag(
     hook: SlurmHook, sandbox: Sandbox, jobs: list[int], workdir: Path
 ) -> None:

@@ -12,8 +12,14 @@ from typing import Any
 import pytest
 
 from airflow_provider_pathways.hooks.slurm import SlurmHook
-from airflow_provider_pathways.slurm.service import ServiceProbe, check_pathways_service
+from airflow_provider_pathways.slurm.service import (
+    ServiceProbe,
+    check_pathways_service,
+    service_worker_arrays,
+)
 from airflow_provider_pathways.triggers.slurm import PathwaysClusterEnvTrigger, SlurmJobTrigger
+from sandbox.slurm.cluster import slurm_cli
+from tests import slurm_scripts
 
 TRANSPORTS = ["slurm_rest", "slurm_ssh"]
 
@@ -207,6 +213,57 @@ def test_killing_a_deferred_service_wait_cancels_the_service_and_its_worker_arra
             lambda: set(array_states(array).values()) <= {"CANCELLED"},
             "every worker slice to be cancelled",
         )
+    finally:
+        hook.cancel_job(service)
+        hook.close()
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("published", [False, True], ids=["sandbox-script", "published-script"])
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_readiness_trigger_fires_ready_and_kill_cancels_the_array_it_found(
+    slurm_cluster_version: dict[str, str], conn: str, published: bool
+) -> None:
+    """Seed 002: the address once MIN_SLICES slices run, the workers as a job array; the trigger
+    reports that array, and killing the wait cancels it with the service job even when cluster.env
+    does not name it."""
+    scripts = slurm_scripts.copy_service_scripts(slurm_cluster_version)
+    hook = SlurmHook(slurm_conn_id=conn)
+    name = f"trigger-{uuid.uuid4().hex[:8]}"
+    service, path = slurm_scripts.start_service(hook, scripts, name, published=published)
+    kwargs: dict[str, Any] = {
+        "service_job_id": service,
+        "slurm_conn_id": conn,
+        "cluster_env_path": path,
+        "min_slices": 2,
+        "poll_interval": 0.5,
+        "deadline": time.time() + 90,
+    }
+
+    async def first_event() -> dict[str, Any]:
+        async for event in PathwaysClusterEnvTrigger(**kwargs).run():
+            return event.payload
+        raise AssertionError("the trigger fired nothing")
+
+    try:
+        event = asyncio.run(first_event())
+        assert event["status"] == "ready", event
+        array = event["readiness"]["worker_array_job_id"]
+        assert array == slurm_scripts.logged_array(scripts, service)
+        assert event["readiness"]["running_slices"] == 2
+
+        killed = PathwaysClusterEnvTrigger(cancel_on_kill=True, **kwargs)
+        found = hook.run_on_private_loop(lambda: service_worker_arrays(hook, [service], killed.probe))
+        assert found == [array]  # what on_kill cancels after the service job
+        asyncio.run(killed.on_kill())
+        cli = slurm_cli(slurm_cluster_version)
+
+        def states(job: int) -> set[str]:
+            command = [*cli, "squeue", "-h", "-r", "-t", "all", "-j", str(job), "-o", "%T"]
+            return set(subprocess.run(command, capture_output=True, text=True, check=False).stdout.split())
+
+        wait(lambda: states(service) == {"CANCELLED"}, "the service to be cancelled")
+        wait(lambda: states(array) == {"CANCELLED"}, "every worker slice to be cancelled")
     finally:
         hook.cancel_job(service)
         hook.close()

@@ -1,11 +1,11 @@
 #!/bin/bash
-#SBATCH --job-name=pathways-workers
 #SBATCH --ntasks=1
 #SBATCH --cpus-per-task=1
 #SBATCH --requeue
 #SBATCH --open-mode=append
 #
 # Sandbox stand-in for one TPU slice of the Pathways worker array: one array task = one slice.
+# No --job-name here: submitted without one, the array is named after this file, as sbatch does.
 # start_pathways.sh submits it with PATHWAYS_* variables exported. It prints the MEGASCALE_*
 # variables a real worker would get and stays up until it is cancelled or requeued.
 set -euo pipefail

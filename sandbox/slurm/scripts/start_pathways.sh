@@ -22,6 +22,10 @@
 #   PATHWAYS_RELEASE_REQUEUED 1: release requeued slices at once (scontrol update ...
 #                             starttime=now) instead of letting Slurm hold them ~2 minutes,
 #                             like Cluster Director recreating a slice's nodes (default 0)
+#   PATHWAYS_AS_PUBLISHED     1: do only what the published documentation promises: submit the
+#                             worker script as an array under the name sbatch gives it (its file
+#                             name), name the array nowhere, and write only JAX_BACKEND_TARGET to
+#                             $HOME/pathways/cluster.env (PATHWAYS_CLUSTER_ENV is ignored) (default 0)
 #
 # The resource manager and the IFRT proxy are small TCP listeners that answer one banner line.
 # Exit codes: 2 bad input, 3 stand-in servers failed, 4 worker array could not be submitted,
@@ -47,6 +51,7 @@ POLL=${PATHWAYS_POLL_SECONDS:-1}
 PROXY_PORT=${PATHWAYS_PROXY_PORT:-0}
 RM_PORT=${PATHWAYS_RM_PORT:-0}
 RELEASE_REQUEUED=${PATHWAYS_RELEASE_REQUEUED:-0}
+AS_PUBLISHED=${PATHWAYS_AS_PUBLISHED:-0}
 BIND_HOST=127.0.0.1
 
 [[ $SLICE_SHAPE =~ ^[1-9][0-9]{0,3}(x[1-9][0-9]{0,3}){1,2}$ ]] ||
@@ -64,11 +69,13 @@ GCS_BUCKET=${GCS_BUCKET%/}
 [[ $PROXY_PORT =~ ^(0|[1-9][0-9]{0,4})$ ]] && ((PROXY_PORT < 65536)) || fail 2 "bad PATHWAYS_PROXY_PORT '$PROXY_PORT'"
 [[ $RM_PORT =~ ^(0|[1-9][0-9]{0,4})$ ]] && ((RM_PORT < 65536)) || fail 2 "bad PATHWAYS_RM_PORT '$RM_PORT'"
 [[ $RELEASE_REQUEUED == [01] ]] || fail 2 "PATHWAYS_RELEASE_REQUEUED must be 0 or 1, got '$RELEASE_REQUEUED'"
+[[ $AS_PUBLISHED == [01] ]] || fail 2 "PATHWAYS_AS_PUBLISHED must be 0 or 1, got '$AS_PUBLISHED'"
 [[ ${SLURM_JOB_ID:-} =~ ^[0-9]+$ ]] || fail 2 "run this script with sbatch (SLURM_JOB_ID is not set)"
 SERVICE_JOB_ID=$SLURM_JOB_ID
 
 : "${HOME:=$(getent passwd "$(id -un)" | cut -d: -f6)}"
 CLUSTER_ENV=${PATHWAYS_CLUSTER_ENV:-$HOME/pathways/cluster.env}
+((AS_PUBLISHED)) && CLUSTER_ENV=$HOME/pathways/cluster.env
 LOG_DIR=${PATHWAYS_LOG_DIR:-$HOME/pathways/logs}
 WORKER_PARTITION=${PATHWAYS_WORKER_PARTITION:-${SLURM_JOB_PARTITION:-}}
 [[ -z $WORKER_PARTITION || $WORKER_PARTITION =~ ^[A-Za-z0-9_.-]+$ ]] ||
@@ -173,7 +180,9 @@ ME=$(id -un)
 mkdir -p -- "$LOG_DIR"
 
 # After a requeue of this service job, adopt the array a previous run left behind.
-existing=$(squeue -h -u "$ME" -n "$ARRAY_NAME" -o '%F' 2>/dev/null | sort -u | head -n 1 || true)
+existing=""
+((AS_PUBLISHED)) ||
+	existing=$(squeue -h -u "$ME" -n "$ARRAY_NAME" -o '%F' 2>/dev/null | sort -u | head -n 1 || true)
 if [[ $existing =~ ^[0-9]+$ ]]; then
 	ARRAY_JOB_ID=$existing
 	log "adopting existing worker array $ARRAY_JOB_ID ($ARRAY_NAME)"
@@ -185,9 +194,9 @@ else
 	export PATHWAYS_SLICE_SHAPE=$SLICE_SHAPE
 	export PATHWAYS_GCS_SCRATCH_LOCATION=$SCRATCH
 	export PATHWAYS_MAX_SLICES=$MAX_SLICES
-	sbatch_args=(--parsable --job-name="$ARRAY_NAME" --comment="pathways-service=$SERVICE_JOB_ID"
-		--array="0-$((MAX_SLICES - 1))" --ntasks=1 --cpus-per-task=1 --requeue --open-mode=append
-		--output="$LOG_DIR/${ARRAY_NAME}_%a.out" --chdir="$LOG_DIR")
+	sbatch_args=(--parsable --array="0-$((MAX_SLICES - 1))" --ntasks=1 --cpus-per-task=1 --requeue
+		--open-mode=append --output="$LOG_DIR/${ARRAY_NAME}_%a.out" --chdir="$LOG_DIR")
+	((AS_PUBLISHED)) || sbatch_args+=(--job-name="$ARRAY_NAME" --comment="pathways-service=$SERVICE_JOB_ID")
 	[[ -n $WORKER_PARTITION ]] && sbatch_args+=(--partition="$WORKER_PARTITION")
 	for attempt in 1 2 3; do
 		if out=$(sbatch "${sbatch_args[@]}" "$WORKER_SCRIPT" 2>&1); then
@@ -204,7 +213,8 @@ else
 	log "submitted worker array $ARRAY_JOB_ID ($ARRAY_NAME, $MAX_SLICES tasks) running $WORKER_SCRIPT"
 fi
 # Make the array findable from the service job too (REST 'comment', scontrol show job).
-scontrol update jobid="$SERVICE_JOB_ID" comment="pathways-workers=$ARRAY_JOB_ID" 2>/dev/null || true
+((AS_PUBLISHED)) ||
+	scontrol update jobid="$SERVICE_JOB_ID" comment="pathways-workers=$ARRAY_JOB_ID" 2>/dev/null || true
 log "worker array job id: $ARRAY_JOB_ID"
 
 # ----------------------------------------------------------------------------- cluster.env
@@ -213,7 +223,10 @@ write_cluster_env() {
 	dir=$(dirname -- "$CLUSTER_ENV")
 	mkdir -p -- "$dir"
 	tmp=$(mktemp "$dir/.cluster.env.XXXXXX")
-	cat >"$tmp" <<EOF
+	if ((AS_PUBLISHED)); then
+		printf 'JAX_BACKEND_TARGET=%s\n' "$PROXY_ADDRESS" >"$tmp"
+	else
+		cat >"$tmp" <<EOF
 # Written by start_pathways.sh (Pathways service job $SERVICE_JOB_ID) at $(date -u +%Y-%m-%dT%H:%M:%SZ)
 PATHWAYS_PROXY_ADDRESS=$PROXY_ADDRESS
 JAX_BACKEND_TARGET=$PROXY_ADDRESS
@@ -229,6 +242,7 @@ PATHWAYS_MIN_SLICES=$MIN_SLICES
 PATHWAYS_MAX_SLICES=$MAX_SLICES
 PATHWAYS_GCS_SCRATCH_LOCATION=$SCRATCH
 EOF
+	fi
 	chmod 0644 "$tmp"
 	mv -f -- "$tmp" "$CLUSTER_ENV"
 }

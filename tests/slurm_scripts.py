@@ -1,0 +1,90 @@
+"""This checkout's sandbox service and worker scripts, copied for one test.
+
+The installed copies (``SLURM_SANDBOX_SCRIPTS_DIR``) are whatever checkout last started the shared
+clusters; a test that relies on a script's behaviour submits its own copy.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import uuid
+from pathlib import Path
+
+from airflow_provider_pathways.hooks.slurm import SlurmHook
+from airflow_provider_pathways.slurm.service import ServiceCheck, ServiceProbe, check_pathways_service
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "sandbox" / "slurm" / "scripts"
+SHARED_CLUSTER_ENV = "~/pathways/cluster.env"  # where the published script always writes
+
+
+def copy_service_scripts(settings: dict[str, str]) -> Path:
+    """A fresh directory in the cluster user's home, owned by the user, with ``start_pathways.sh``
+    and ``run_worker_slice.sh``."""
+    user = settings["SLURM_SANDBOX_USER"]
+    tests = Path(settings["SLURM_SANDBOX_USER_HOME"]) / "pathways" / "tests"
+    target = tests / uuid.uuid4().hex[:12]
+    target.mkdir(parents=True)
+    for folder in (tests, target):
+        shutil.chown(folder, user, user)
+    for name in ("start_pathways.sh", "run_worker_slice.sh"):
+        shutil.copyfile(SCRIPTS / name, target / name)
+        (target / name).chmod(0o755)
+    return target
+
+
+def start_service(
+    hook: SlurmHook, scripts: Path, name: str, *, published: bool, min_slices: int = 2, max_slices: int = 2
+) -> tuple[int, str]:
+    """Submit the service script; (job id, the cluster.env it writes). The published script's
+    file is removed first: one an earlier test's service wrote a moment ago would be within the
+    clock slack of this job's start (whole seconds), so it would pass for fresh."""
+    own_path = str(scripts / f"cluster-{uuid.uuid4().hex[:8]}.env")
+    if published:
+        (scripts.parents[1] / "cluster.env").unlink(missing_ok=True)  # ~/pathways/cluster.env
+    job_id = hook.submit_job(
+        script_path=str(scripts / "start_pathways.sh"),
+        job_name=name,
+        output=str(scripts / "service-%j.out"),
+        environment={
+            "SLICE_SHAPE": "2x4",
+            "MIN_SLICES": str(min_slices),
+            "MAX_SLICES": str(max_slices),
+            "GCS_BUCKET": "my-bucket",
+            "PATHWAYS_WORKER_SCRIPT": str(scripts / "run_worker_slice.sh"),
+            "PATHWAYS_LOG_DIR": str(scripts / "logs"),
+            "PATHWAYS_AS_PUBLISHED": "1" if published else "0",
+            "PATHWAYS_CLUSTER_ENV": own_path,
+        },
+    )
+    return job_id, SHARED_CLUSTER_ENV if published else own_path
+
+
+def check(hook: SlurmHook, service: int, probe: ServiceProbe) -> ServiceCheck:
+    return hook.run_on_private_loop(lambda: check_pathways_service(hook, service, probe))
+
+
+def service_log(scripts: Path, service: int) -> str:
+    path = scripts / f"service-{service}.out"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def logged_array(scripts: Path, service: int) -> int | None:
+    """The worker array the service job says it submitted (its own log)."""
+    match = re.search(r"worker array job id: (\d+)", service_log(scripts, service))
+    return int(match.group(1)) if match else None
+
+
+def logged_proxy(scripts: Path, service: int) -> str | None:
+    """The proxy address the service job says it wrote (its own log)."""
+    pattern = r"Pathways cluster ready: wrote \S+ \(PATHWAYS_PROXY_ADDRESS=(\S+)\)"
+    match = re.search(pattern, service_log(scripts, service))
+    return match.group(1) if match else None
+
+
+def proxy_banner(address: str) -> str:
+    """What the stand-in proxy at ``grpc://host:port`` answers: it names its service job."""
+    host, port = address.removeprefix("grpc://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        return conn.recv(200).decode()
