@@ -10,6 +10,9 @@ from typing import Any
 from airflow_provider_pathways.payloads import known_fields
 from airflow_provider_pathways.slurm.states import REQUEUE_FLAGS, TERMINAL_STATES
 
+#: Fields added after 0.1.0: a job's dict (trigger events, XCom) leaves them out when unset.
+_ADDED_AFTER_0_1_0 = frozenset({"user"})
+
 
 @dataclass(frozen=True)
 class SlurmJob:
@@ -79,6 +82,8 @@ class SlurmJob:
                 value = value.isoformat()
             elif isinstance(value, frozenset):
                 value = sorted(value)
+            elif value is None and f.name in _ADDED_AFTER_0_1_0:
+                continue  # left out when unknown, as 0.1.0 wrote the job
             out[f.name] = value
         return out
 

@@ -62,8 +62,17 @@ class ServiceProbe:
     cluster_env_per_job: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain values (a trigger's serialized keywords)."""
-        return {**asdict(self), "proxy_keys": list(self.proxy_keys)}
+        """Plain values (a trigger's serialized keywords). Fields added after 0.1.0 are left out at
+        their defaults, so that a triggerer of that version, which refuses keywords it does not
+        know, still runs what a newer worker deferred."""
+        values = {**asdict(self), "proxy_keys": list(self.proxy_keys)}
+        for name in _ADDED_AFTER_0_1_0:
+            if values[name] == getattr(ServiceProbe, name):
+                del values[name]
+        return values
+
+
+_ADDED_AFTER_0_1_0 = ("worker_job_name", "cluster_env_per_job")
 
 
 @dataclass(frozen=True)
