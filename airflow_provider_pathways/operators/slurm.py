@@ -169,6 +169,33 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
             environment[self.cluster_env_variable] = self.hook.expand_path(str(self.cluster_env_path))
         return environment
 
+    def _cancel(self, reason: str) -> None:
+        """Cancel the service job and its worker array, on kill, timeout and replacement alike, so
+        that a replacement never runs beside a second array. The array is looked up first, while
+        Slurm still shows the service job running (it is found through it)."""
+        if self._job_id is None:
+            return
+        service = self._job_id
+        try:
+            arrays = self.hook.run_on_private_loop(
+                lambda: service_worker_arrays(self.hook, [service], self.probe())
+            )
+        except Exception as err:  # the service job is cancelled all the same
+            self.log.warning(
+                "Could not find the worker array of Slurm job %s: %s", service, type(err).__name__
+            )
+            arrays = []
+        super()._cancel(reason)
+        for array in arrays:
+            cancelled = self.hook.cancel_job(array)
+            self.log.info(
+                "Worker array %s of Slurm job %s %s (%s)",
+                array,
+                service,
+                "cancelled" if cancelled else "had already ended",
+                reason,
+            )
+
     def probe(self) -> ServiceProbe:
         """Where the service reports and what ready asks for."""
         return ServiceProbe(
