@@ -240,6 +240,8 @@ class AirflowDeployment:
                 "simple_auth_manager_users": f"{ADMIN_USER}:admin",
                 "simple_auth_manager_passwords_file": self.home / "simple_auth_manager_passwords.json",
                 "min_serialized_dag_update_interval": 5,
+                # a task parses its DAG file again when it starts: that took up to 30 s under load
+                "dagbag_import_timeout": 120,
                 "unit_test_mode": "False",
             },
             "database": {
@@ -263,7 +265,10 @@ class AirflowDeployment:
                 "job_heartbeat_sec": t.scheduler_heartbeat,
                 "scheduler_heartbeat_sec": t.scheduler_heartbeat,
                 "scheduler_idle_sleep_time": 0.5,
-                "scheduler_health_check_threshold": 30,
+                # Every 5 minutes the scheduler resets the tasks of any scheduler whose heartbeat is
+                # older than this, its own included: on a saturated 2-core machine its loop stalls
+                # for over 30 s and it reset every running task of the suite. No scenario stops it.
+                "scheduler_health_check_threshold": 300,
                 "trigger_timeout_check_interval": 5,
             },
             "triggerer": {
@@ -275,6 +280,7 @@ class AirflowDeployment:
                 "refresh_interval": t.dag_refresh,
                 "min_file_process_interval": t.min_file_process,
                 "print_stats_interval": 600,
+                "dag_file_processor_timeout": 150,
             },
             "logging": {
                 "base_log_folder": self.home / "logs",
