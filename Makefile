@@ -58,11 +58,13 @@ test-steps: sandbox-slurm sandbox-airflow sandbox-ui docs
 	PATHWAYS_SANDBOX_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider tests
 
 # The fast tier (under 90 s on 2 cores): the Airflow-free domain, the provider's faces against the
-# Kubernetes stand-in, no Slurm, GCS emulator, Airflow deployment or browser, nothing installed as
-# root. `make test` runs these too.
+# Kubernetes stand-in (the core DAG runs; the rarer scenarios are marked end_to_end), no Slurm, GCS
+# emulator, Airflow deployment or browser, nothing installed as root. `make test` runs these too.
+# Two pytest-xdist workers, each with its own stand-in and Airflow home: the tier mostly waits on
+# programs that run for seconds, so two workers halve it on 2 cores.
 test-fast: venv
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -p no:cacheprovider -m "not service and not slow" tests
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not service and not slow and not end_to_end" tests
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -57,6 +57,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "slow: waits through a real outage, timeout or load of many seconds; not in `make test-fast`",
     )
+    config.addinivalue_line(
+        "markers",
+        "end_to_end: whole DAG runs of the rarer GKE scenarios against the stand-in (their programs run "
+        "for seconds); `make test-fast` runs the core ones only (tests/operators/test_pathways_job.py)",
+    )
     _install_dags()
     _migrate_once()
 
@@ -79,6 +84,14 @@ SERVICE_FIXTURES = frozenset(
 )
 # Folders whose tests start services themselves (no fixture names them).
 SERVICE_FOLDERS = ("deployment", "ui", "sandbox/slurm", "sandbox/test_sandbox_lifecycle.py")
+# Whole DAG runs of the rarer GKE scenarios (outcomes, queueing, clears, sensors): `make test` runs
+# them, `make test-fast` keeps the core DAG runs of tests/operators/test_pathways_job.py.
+END_TO_END_MODULES = (
+    "operators/test_pathways_job_outcomes.py",
+    "operators/test_pathways_job_queue.py",
+    "operators/test_pathways_job_clear.py",
+    "sensors/test_pathways_job.py",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -89,6 +102,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             relative == folder or relative.startswith(folder + "/") for folder in SERVICE_FOLDERS
         ):
             item.add_marker(pytest.mark.service)
+        if relative in END_TO_END_MODULES:
+            item.add_marker(pytest.mark.end_to_end)
 
 
 @pytest.fixture(scope="session")

@@ -201,6 +201,7 @@ def _outage(kube: Any, faults: Any, namespace: str) -> Any:
     )
 
 
+@pytest.mark.slow
 def test_an_outage_on_the_last_try_deletes_the_job_it_gives_up_on(
     kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -217,6 +218,7 @@ def test_an_outage_on_the_last_try_deletes_the_job_it_gives_up_on(
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
 
 
+@pytest.mark.slow
 def test_an_outage_with_retries_left_keeps_the_job_for_the_retry(
     kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -236,6 +238,7 @@ def test_an_outage_with_retries_left_keeps_the_job_for_the_retry(
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
 
 
+@pytest.mark.slow
 def test_a_trigger_that_gives_up_keeps_the_job_for_the_retry(
     kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -237,6 +237,14 @@ signal.pause()
 """
 
 
+def _as_a_terminal_job() -> None:
+    """Ctrl-C's signals as a terminal's foreground job has them. A command started in the background
+    of a non-interactive shell (CI's runners, ``nohup ... &``) inherits SIGINT and SIGQUIT ignored,
+    and a Python started so keeps ignoring them: Ctrl-C would never reach the command."""
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("keep", [False, True], ids=["stop", "keep"])
 def test_a_run_stops_what_it_started_when_interrupted(tmp_path: Path, keep: bool) -> None:
     """``python -m sandbox.session run`` (``make test``/``make demo``) interrupted with Ctrl-C (SIGINT to
@@ -254,6 +262,7 @@ def test_a_run_stops_what_it_started_when_interrupted(tmp_path: Path, keep: bool
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a terminal's foreground job
+        preexec_fn=_as_a_terminal_job,
     )
     try:
         assert run.stdout is not None
