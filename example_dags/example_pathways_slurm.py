@@ -102,6 +102,8 @@ with DAG(
         environment={
             "PATHWAYS_PROXY_ADDRESS": "{{ ti.xcom_pull(task_ids='wait_for_pathways')['proxy_address'] }}",
         },
+        # its slices: a failure while one of them was lost is a preemption, retried
+        worker_array_job_id="{{ ti.xcom_pull(task_ids='wait_for_pathways')['worker_array_job_id'] }}",
         deferrable=True,
         poll_interval=2,
         retries=2,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -33,6 +34,9 @@ from airflow_provider_pathways.slurm.service import (
     check_pathways_service,
     service_worker_arrays,
 )
+from airflow_provider_pathways.slurm.slice_loss import slice_lost_during
+from airflow_provider_pathways.slurm.stuck import DEFAULT_HOLD_TIMEOUT, DEFAULT_MAX_REQUEUES, StuckJobWatch
+from airflow_provider_pathways.transient import describe_error
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -41,6 +45,10 @@ if TYPE_CHECKING:
 
     from airflow_provider_pathways.hooks.slurm import SlurmHook
 from airflow_provider_pathways.operators.slurm_base import SlurmJobBaseOperator
+
+#: What a wait on a workload job saw at its end: the job (None once the cluster forgot it), why
+#: its end is unknown, and why the wait ended before the job did (failure class and message).
+Observation = tuple[SlurmJob | None, str, tuple[FailureClass, str] | None]
 
 
 class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
@@ -321,15 +329,85 @@ class SlurmJobOperator(SlurmJobBaseOperator):
     :param resubmit_if_outcome_unknown: when the job's outcome is unknown, treat it as an
         infrastructure failure instead: the try is retried and a retry submits a fresh job, so the
         program may run twice. Only for programs that may safely run again.
+    :param worker_array_job_id: the worker array of the Pathways service the workload talks to
+        (its slices; templated, e.g. the service task's XCom ``worker_array_job_id``). A failure of
+        the workload while one of its slices was lost (a worker array task preempted, failed with
+        its node or requeued while the workload ran) is then a preemption, retried, as on GKE
+        (:func:`~airflow_provider_pathways.slurm.slice_loss.slice_lost_during`).
+    :param hold_timeout: seconds a job may stay held (``JobHeldUser``, ``JobHeldAdmin``,
+        ``scontrol requeuehold``) before the wait ends (default one hour; ``None``: no bound). A job
+        Slurm requeued held after its launch failed again and again (``launch_failed_requeued_held``)
+        ends the wait at once. The job is then cancelled (``cancel_on_kill``) and the try fails as an
+        infrastructure failure: its program never ran.
+    :param max_requeues: requeues (preemption, node failures) after which the wait ends (default
+        10; ``None``: no bound); the job is cancelled (``cancel_on_kill``) and the try fails as a
+        preemption.
     """
 
+    template_fields: Sequence[str] = (*SlurmJobBaseOperator.template_fields, "worker_array_job_id")
+
     def __init__(
-        self, *, log_tail_lines: int = 40, resubmit_if_outcome_unknown: bool = False, **kwargs: Any
+        self,
+        *,
+        log_tail_lines: int = 40,
+        resubmit_if_outcome_unknown: bool = False,
+        worker_array_job_id: int | str | None = None,
+        hold_timeout: float | None = DEFAULT_HOLD_TIMEOUT,
+        max_requeues: int | None = DEFAULT_MAX_REQUEUES,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.log_tail_lines = log_tail_lines
         self.resubmit_if_outcome_unknown = resubmit_if_outcome_unknown
+        self.worker_array_job_id = worker_array_job_id
+        self.hold_timeout = hold_timeout
+        self.max_requeues = max_requeues
+        self._stuck = StuckJobWatch(hold_timeout=hold_timeout, max_requeues=max_requeues)
         self._last_state = ""
+
+    def input_problems(self) -> list[str]:
+        problems = super().input_problems()
+        try:
+            self.worker_array()
+        except ValueError as err:
+            problems.append(str(err))
+        return problems
+
+    def worker_array(self) -> int | None:
+        """``worker_array_job_id`` once rendered: a job id, or None when not given (also when a
+        template rendered an empty XCom as ``"None"``)."""
+        value = self.worker_array_job_id
+        text = str(value).strip()
+        if value is None or text in ("", "None"):
+            return None
+        if isinstance(value, bool) or not text.isdigit() or int(text) <= 0:
+            raise ValueError(
+                f"worker_array_job_id: {value!r} is not a Slurm job id; pass the worker array of the "
+                "Pathways service (the service task's XCom 'worker_array_job_id'), or leave it unset"
+            )
+        return int(text)
+
+    def judge_failure(self, job: SlurmJob, judgement: JobJudgement, tail: str) -> JobJudgement:
+        """A program failure while one of the service's slices was lost is a preemption."""
+        array = self.worker_array()
+        if array is None or judgement.failure is not FailureClass.USER_PROGRAM_FAILED:
+            return judgement
+        try:
+            slices = self.hook.get_array_tasks(array)
+        except Exception as err:  # the workload's own verdict stands
+            self.log.warning(
+                "Could not read the slices of worker array %s (%s); judging the workload alone",
+                array,
+                describe_error(err),
+            )
+            return judgement
+        lost = slice_lost_during(job, slices, tail)
+        if lost is None:
+            return judgement
+        self.log.warning("Slurm job %s failed while a slice was lost: %s", job.job_id, lost)
+        return JobJudgement.failed(
+            FailureClass.PREEMPTED, f"{judgement.message}; {lost}: a lost slice, retried as a preemption"
+        )
 
     def lost_job(self, job_id: int, lost: str = "") -> tuple[FailureClass, str]:
         """Unknown outcome: not resubmitted unless ``resubmit_if_outcome_unknown``."""
@@ -348,29 +426,36 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         assert self._job_id is not None
         return SlurmJobTrigger(
             job_id=self._job_id,
+            hold_timeout=self.hold_timeout,
+            max_requeues=self.max_requeues,
             **self.trigger_arguments(deadline),
         )
 
-    def look(self) -> tuple[SlurmJob | None, str] | None:
+    def look(self) -> Observation | None:
         assert self._job_id is not None
         job, lost = self.get_job_or_loss(self._job_id)
         if job is None or job.terminal:
-            return (job, lost)
+            return (job, lost, None)
         state = f"{job.state}{f' ({job.reason})' if job.reason else ''}, restarts {job.restarts}"
         if state != self._last_state:
             self.log.info("Slurm job %s: %s", job.job_id, state)
             self._last_state = state
-        return None
+        stuck = self._stuck.stuck(job, time.time())
+        return (job, "", stuck) if stuck is not None else None
 
     def execute_complete(
         self, context: Context, event: dict[str, Any], job_id: int | None = None, **newer: Any
     ) -> dict[str, Any]:
         """Resume after the job trigger fired."""
         self.resume(context, event, job_id)
-        if event.get("status") != "done":
+        status = event.get("status")
+        if status not in ("done", "stuck"):
             raise AirflowException(f"unexpected trigger event {event!r}")
         job = SlurmJob.from_dict(event["job"]) if event.get("job") else None
-        return self.finish_job(context, self._job_id, (job, event.get("message") or ""))
+        if status == "stuck":
+            stuck = (FailureClass(event["failure"]), str(event["message"]))
+            return self.finish_job(context, self._job_id, (job, "", stuck))
+        return self.finish_job(context, self._job_id, (job, event.get("message") or "", None))
 
     def _output_tail(self, job: SlurmJob) -> str:
         if not self.log_tail_lines or not job.std_out:
@@ -386,12 +471,14 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         """The one judgement of the job's end: output tail, ``job`` XCom, result or the classified failure."""
         job_id = int(external_id)  # type: ignore[arg-type]
         self._job_id = job_id
-        job, lost = observed if observed is not None else self.get_job_or_loss(job_id)
+        job, lost, stuck = observed if observed is not None else (*self.get_job_or_loss(job_id), None)
+        if stuck is not None:
+            self._end_stuck(context, *stuck)
         if job is None:
             self.forget_job(context)
             raise PathwaysJobFailed.for_class(*self.lost_job(job_id, lost), job=str(job_id))
-        judgement = self.judgement(job)
         tail = self._output_tail(job)
+        judgement = self.judge_failure(job, self.judgement(job), tail)
         self.log_tail(f"Last lines of the output of Slurm job {job_id} ({job.std_out}):", tail)
         context["ti"].xcom_push(key="job", value=job.to_dict())
         if judgement.verdict is Verdict.SUCCEEDED:
@@ -406,6 +493,15 @@ class SlurmJobOperator(SlurmJobBaseOperator):
             job=str(job_id),
             exit_code=job.exit_code,
         )
+
+    def _end_stuck(self, context: Context, failure: FailureClass, message: str) -> NoReturn:
+        """The job will not end by itself: cancel it (``cancel_on_kill``) and fail the try."""
+        if self.cancel_on_kill and self._clean_up("it will not end by itself"):
+            self.forget_job(context)
+            message += "; it was cancelled"
+        elif not self.cancel_on_kill:
+            message += f"; it is left as it is (cancel_on_kill=False): {self.left_behind}"
+        raise PathwaysJobFailed.for_class(failure, message, job=str(self._job_id))
 
 
 class CancelSlurmJobOperator(BaseOperator):

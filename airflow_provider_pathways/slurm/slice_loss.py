@@ -8,8 +8,12 @@ program fails (Pathways reports a lost slice as ``DATA_LOSS``). Evidence, from w
 - a worker array task (or one attempt of it, from accounting) that ended ``PREEMPTED``,
   ``NODE_FAIL`` or ``BOOT_FAIL`` while the workload ran;
 - a worker array task that was requeued (preemption with ``PreemptMode=REQUEUE``, a node failure,
-  ``scontrol requeue``) and started again, or waits to, after the workload started;
-- the workload's output ending in a ``DATA_LOSS`` error (the last lines, where the program died).
+  ``scontrol requeue``) while the workload ran, or waits to start again: Slurm sets a requeued
+  job's submit time to the moment of the requeue and holds it about two minutes (``BeginTime``),
+  so a slice requeued under the workload may start again only after the workload ended;
+- when Slurm shows none of the slices (their records are gone), the workload's output ending in a
+  ``DATA_LOSS`` error (the last lines, where the program died). Where Slurm shows the slices and
+  none was lost, a ``DATA_LOSS`` is the program's own: no lost slice is behind it.
 """
 
 from __future__ import annotations
@@ -39,12 +43,13 @@ def slice_lost_during(
             moment is not None and started - _SLACK <= moment and (ended is None or moment <= ended + _SLACK)
         )
 
-    for task in worker_tasks:
+    tasks = list(worker_tasks)
+    for task in tasks:
         if task.state in LOST_SLICE_STATES and during(task.end_time):
             return f"slice {task.display_id} ended {task.state} while the workload ran"
-        if task.restarts > 0 and (task.requeued or during(task.start_time)):
+        if task.restarts > 0 and (task.requeued or during(task.submit_time) or during(task.start_time)):
             return f"slice {task.display_id} was requeued while the workload ran (restarts {task.restarts})"
     last = [line for line in output_tail.splitlines() if line.strip()][-DATA_LOSS_TAIL_LINES:]
-    if any("DATA_LOSS" in line for line in last):
+    if not tasks and any("DATA_LOSS" in line for line in last):
         return "the program ended with DATA_LOSS (how Pathways reports a lost slice)"
     return None

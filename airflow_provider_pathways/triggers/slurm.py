@@ -22,6 +22,7 @@ from airflow_provider_pathways.slurm.service import (
     check_pathways_service,
     service_worker_arrays,
 )
+from airflow_provider_pathways.slurm.stuck import DEFAULT_HOLD_TIMEOUT, DEFAULT_MAX_REQUEUES, StuckJobWatch
 from airflow_provider_pathways.slurm.transient import is_transient
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
@@ -137,7 +138,13 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
     :param poll_interval: seconds between looks (one Slurm call each).
     :param deadline: give up at this epoch time with a ``timeout`` event.
     :param cancel_on_kill: cancel the job when the user kills the deferred task.
+    :param hold_timeout: seconds the job may stay held before a ``stuck`` event (``None``: no bound).
+    :param max_requeues: requeues after which a ``stuck`` event fires (``None``: no bound).
     :param newer: arguments a newer version of this provider serialized; ignored.
+
+    Events: ``done`` with the ended job (``job`` None once the cluster forgot it), ``stuck`` with
+    the job, the failure class and message when it will not end by itself (the task cancels it),
+    ``timeout`` and ``error``.
     """
 
     def __init__(
@@ -150,6 +157,8 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
         cancel_on_kill: bool = True,
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
         deadline_reason: str | None = None,
+        hold_timeout: float | None = DEFAULT_HOLD_TIMEOUT,
+        max_requeues: int | None = DEFAULT_MAX_REQUEUES,
         **newer: Any,
     ) -> None:
         super().__init__(
@@ -161,13 +170,23 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
             deadline_reason=deadline_reason,
         )
         self.cancel_on_kill = cancel_on_kill
+        self.stuck_watch = StuckJobWatch(hold_timeout=hold_timeout, max_requeues=max_requeues)
         self._restarts: int | None = None
         self._last_state = ""
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        # Bounds at their defaults are left out: a triggerer of 0.1.0 can still run the trigger.
+        bounds = {
+            key: value
+            for key, value, default in (
+                ("hold_timeout", self.stuck_watch.hold_timeout, DEFAULT_HOLD_TIMEOUT),
+                ("max_requeues", self.stuck_watch.max_requeues, DEFAULT_MAX_REQUEUES),
+            )
+            if value != default
+        }
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {"job_id": self.job_id, "cancel_on_kill": self.cancel_on_kill, **self._common()},
+            {"job_id": self.job_id, "cancel_on_kill": self.cancel_on_kill, **self._common(), **bounds},
         )
 
     async def _poll(self, hook: SlurmHook) -> dict[str, Any] | None:
@@ -186,7 +205,13 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
         if state != self._last_state:
             self.log.info("Slurm job %s: %s", job.job_id, state)
             self._last_state = state
-        return {"status": "done", "job": job.to_dict()} if job.terminal else None
+        if job.terminal:
+            return {"status": "done", "job": job.to_dict()}
+        stuck = self.stuck_watch.stuck(job, time.time())
+        if stuck is None:
+            return None
+        failure, message = stuck
+        return {"status": "stuck", "job": job.to_dict(), "failure": failure.value, "message": message}
 
     async def on_kill(self) -> None:
         """Cancel the job when the user kills the deferred task; harmless if it already ended."""

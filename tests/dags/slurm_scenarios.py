@@ -7,6 +7,7 @@ run conf (``params``), so every DAG runs over both transports.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pendulum
 from airflow.sdk import DAG
@@ -357,3 +358,82 @@ def two_services(dag_id: str, *, published: bool) -> DAG:
 
 two_services_own_files = two_services("slurm_two_services_own_files", published=False)
 two_services_shared_file = two_services("slurm_two_services_shared_file", published=True)
+
+
+# A job that will not end by itself (slurm/stuck.py): held from its submission, or requeued more
+# often than allowed; both waits, polling and deferred.
+def stuck_job(deferrable: bool, **bound: Any) -> SlurmJobOperator:
+    return SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        job_name="{{ params.job_name }}",
+        script="#!/bin/bash\nsleep 300\n",
+        retries=0,
+        preemption_retries=0,
+        deferrable=deferrable,
+        poll_interval=0.2,
+        **bound,
+    )
+
+
+HELD = {"sbatch_options": {"hold": ""}, "hold_timeout": 0}
+with dag("slurm_held_deferred") as held_deferred:
+    stuck_job(True, **HELD)
+with dag("slurm_held_polling") as held_polling:
+    stuck_job(False, **HELD)
+with dag("slurm_requeued_too_often_deferred") as requeued_too_often_deferred:
+    stuck_job(True, requeue=True, max_requeues=0)
+with dag("slurm_requeued_too_often_polling") as requeued_too_often_polling:
+    stuck_job(False, requeue=True, max_requeues=0)
+
+# The workload dies with DATA_LOSS once the test took a slice away (the marker), as a Pathways
+# program does when a slice goes; its retry finds the second marker and finishes.
+SLICE_LOST_WORKLOAD = """#!/bin/bash
+if [ -e "$MARKER.failed" ]; then echo "second run: finishing"; exit 0; fi
+echo "step 1 loss=0.9"
+while [ ! -e "$MARKER" ]; do sleep 0.2; done
+touch "$MARKER.failed"
+echo "jax.errors.JaxRuntimeError: DATA_LOSS: lost the connection to slice 1" >&2
+exit 1
+"""
+
+
+def slice_lost(deferrable: bool) -> None:
+    service = PathwaysSlurmServiceOperator(
+        task_id="service",
+        slurm_conn_id=CONN,
+        script_path="{{ params.scripts }}/start_pathways.sh",
+        slice_shape="2x4",
+        min_slices=2,
+        max_slices=2,
+        gcs_bucket="my-bucket",
+        environment={"PATHWAYS_CLUSTER_ENV": "{{ params.cluster_env }}"},
+        cluster_env_path="{{ params.cluster_env }}",
+        poll_interval=0.5,
+        retries=0,
+    )
+    workload = SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        job_name="{{ params.job_name }}",
+        script=SLICE_LOST_WORKLOAD,
+        environment={"MARKER": "{{ params.marker }}"},
+        worker_array_job_id="{{ ti.xcom_pull(task_ids='service', key='worker_array_job_id') }}",
+        retries=1,
+        retry_policy=FAST_RETRY,
+        deferrable=deferrable,
+        poll_interval=0.2,
+    )
+    stop = CancelSlurmJobOperator(
+        task_id="stop",
+        slurm_conn_id=CONN,
+        job_ids="{{ ti.xcom_pull(task_ids='service', key='job_id') }}",
+        cluster_env_path="{{ params.cluster_env }}",
+    )
+    service >> workload >> stop.as_teardown(setups=service)
+
+
+with dag("slurm_slice_lost_deferred") as slice_lost_deferred:
+    slice_lost(True)
+with dag("slurm_slice_lost_polling") as slice_lost_polling:
+    slice_lost(False)

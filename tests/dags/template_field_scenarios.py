@@ -242,6 +242,7 @@ with DAG(
         script=s["workload_script"],
         script_path=s["no_script"],
         environment=s["environment"],
+        worker_array_job_id=service.output["worker_array_job_id"],
         **job_fields,
         poll_interval=0.5,
         deferrable=True,

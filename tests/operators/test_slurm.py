@@ -403,3 +403,104 @@ def test_a_second_service_job_sharing_cluster_env_is_refused_naming_the_first(
     assert outcomes["second"].xcom.get("proxy_address") is None
     assert f"service job(s) {first['job_id']} of the same user and name" in logs
     assert outcomes["stop"].state == "success"
+
+
+@pytest.mark.parametrize("mode", ["deferred", "polling"])
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_a_held_job_ends_the_wait_after_hold_timeout_and_is_cancelled(
+    slurm_cluster: dict[str, str], conn: str, mode: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A job held since its submission (``sbatch --hold``: Slurm's reason ``JobHeldUser``) never
+    starts by itself; after ``hold_timeout`` the wait ends, the job is cancelled and the try fails as
+    an infrastructure failure (its program never ran). The reason is what real slurmctld reports."""
+    name = f"held-{uuid.uuid4().hex[:8]}"
+    dag = load_dag(DAGS, f"slurm_held_{mode}")
+    outcome = run_dag(dag, params(slurm_cluster, conn, job_name=name))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "failed" and outcome.try_number == 1
+    assert "will not start: it is held (scontrol hold, sbatch --hold or scontrol requeuehold)" in logs
+    assert "(JobHeldUser) and stayed held for 0s, longer than hold_timeout (0s)" in logs
+    assert "it was cancelled" in logs
+    assert job_state(outcome.xcom["job_id"]) == "CANCELLED"
+
+
+@pytest.mark.parametrize("mode", ["deferred", "polling"])
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_a_job_requeued_more_often_than_max_requeues_is_cancelled_as_a_preemption(
+    slurm_cluster: dict[str, str], conn: str, mode: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``scontrol requeue`` of the running job (as preemption with ``PreemptMode=REQUEUE`` or a node
+    failure does): Slurm puts it back PENDING with ``Restarts=1``; past ``max_requeues`` the wait ends
+    as a preemption and the job is cancelled instead of being waited for without end."""
+    name = f"requeued-{uuid.uuid4().hex[:8]}"
+    requeued: list[str] = []
+
+    def requeue_when_running() -> None:
+        rows = wait_for(lambda: squeue("-n", name, "-t", "R", "-o", "%i"), f"job {name} to run", 60)
+        subprocess.run(["scontrol", "requeue", rows[0][0]], check=True, capture_output=True)
+        requeued.append(rows[0][0])
+
+    thread = threading.Thread(target=requeue_when_running, daemon=True)
+    thread.start()
+    outcome = run_dag(
+        load_dag(DAGS, f"slurm_requeued_too_often_{mode}"), params(slurm_cluster, conn, job_name=name)
+    )["train"]
+    thread.join(5)
+    logs = capfd.readouterr().out
+    assert requeued, "the job never ran"
+    assert outcome.state == "failed" and outcome.try_number == 1
+    assert "was requeued 1 times (preempted or its node failed), more than max_requeues (0)" in logs
+    assert "it was cancelled" in logs
+    assert job_state(requeued[0]) == "CANCELLED"
+
+
+def _cluster_env_value(path: str, key: str) -> str | None:
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return values.get(key, "").strip() or None
+
+
+@pytest.mark.parametrize("mode", ["deferred", "polling"])
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_a_slice_lost_under_a_failing_workload_is_a_preemption_and_is_retried(
+    slurm_cluster: dict[str, str], conn: str, mode: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A worker array task (a slice) of the service is requeued by Slurm while the workload runs (as
+    preemption with ``PreemptMode=REQUEUE`` or a node failure does: ``scontrol requeue``), and the
+    workload dies with DATA_LOSS: a preemption, retried, not the program's failure. Real slurmctld
+    holds the requeued slice about two minutes and sets its submit time to the requeue's moment,
+    so the slice is still pending, or running again, only after the workload ended."""
+    token = uuid.uuid4().hex
+    marker = f"/tmp/pathways-slice-lost-{token}"
+    env = f"{slurm_cluster['SLURM_SANDBOX_USER_HOME']}/pathways/tests/{token}.env"
+    name = f"slice-lost-{token[:8]}"
+    lost: list[str] = []
+
+    def lose_a_slice() -> None:
+        wait_for(lambda: squeue("-n", name, "-t", "R", "-o", "%i"), f"workload {name} to run", 180)
+        array = _cluster_env_value(env, "PATHWAYS_WORKER_ARRAY_JOB_ID")
+        assert array, f"{env} names no worker array"
+        subprocess.run(["scontrol", "requeue", f"{array}_1"], check=True, capture_output=True)
+        lost.append(f"{array}_1")
+        Path(marker).touch()
+
+    thread = threading.Thread(target=lose_a_slice, daemon=True)
+    thread.start()
+    try:
+        conf = params(slurm_cluster, conn, marker=marker, cluster_env=env, job_name=name)
+        outcomes = run_dag(load_dag(DAGS, f"slurm_slice_lost_{mode}"), conf)
+        thread.join(5)
+    finally:
+        for path in (marker, f"{marker}.failed"):
+            Path(path).unlink(missing_ok=True)
+    logs = capfd.readouterr().out
+    assert lost, "the workload never ran"
+    train = outcomes["train"]
+    assert train.state == "success" and train.try_number == 2
+    assert f"slice {lost[0]} was requeued while the workload ran" in logs
+    assert "a lost slice, retried as a preemption" in logs
+    assert "second run: finishing" in logs
+    assert outcomes["stop"].state == "success"

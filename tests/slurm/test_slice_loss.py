@@ -47,8 +47,16 @@ def test_a_slice_lost_before_or_after_the_workload_is_not() -> None:
 def test_a_slice_requeued_during_the_workload_is_the_cause() -> None:
     restarted = task(1, start_time=at(12), restarts=1)  # running again, started after the workload
     assert "slice 41_1 was requeued" in (slice_lost_during(WORKLOAD, [restarted]) or "")
-    waiting = task(2, "PENDING", flags=frozenset({"REQUEUED"}), restarts=1)
+    waiting = task(2, "PENDING", flags=frozenset({"REQUEUED"}), restarts=1, submit_time=at(15))
     assert "slice 41_2 was requeued" in (slice_lost_during(WORKLOAD, [waiting]) or "")
+
+
+def test_a_slice_requeued_during_the_workload_that_started_again_after_it_ended_is_the_cause() -> None:
+    """Slurm holds a requeued job about two minutes and sets its submit time to the moment of the
+    requeue (pinned on real Slurm in tests/slurm/test_slurm_real_clusters.py): the workload failed
+    at once, its slice ran again only after it."""
+    again = task(1, start_time=at(22), submit_time=at(15), restarts=1)
+    assert "slice 41_1 was requeued" in (slice_lost_during(WORKLOAD, [again]) or "")
 
 
 def test_a_slice_that_restarted_before_the_workload_began_is_not() -> None:
@@ -60,6 +68,13 @@ def test_a_program_that_died_with_data_loss_lost_a_slice_but_a_data_loss_mention
     assert "DATA_LOSS" in (slice_lost_during(WORKLOAD, [], died) or "")
     recovered = "retrying after DATA_LOSS on read\n" + "".join(f"step {i}\n" for i in range(10))
     assert slice_lost_during(WORKLOAD, [], recovered + "ValueError: bad batch\n") is None
+
+
+def test_a_data_loss_with_every_slice_seen_healthy_is_the_programs_own() -> None:
+    """Where Slurm shows the slices and none was lost, no lost slice is behind a DATA_LOSS."""
+    died = "jax.errors.JaxRuntimeError: DATA_LOSS: checksum mismatch in my_reader\n"
+    healthy = [task(0, start_time=at(5)), task(1, start_time=at(5))]
+    assert slice_lost_during(WORKLOAD, healthy, died) is None
 
 
 def test_a_workload_that_never_started_lost_nothing() -> None:

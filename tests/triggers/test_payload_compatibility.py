@@ -150,3 +150,17 @@ def test_the_resumed_tasks_read_the_events_the_same_way(newer: bool) -> None:
     env_sensor = PathwaysClusterEnvSensor(task_id="env", service_job_id=4240)
     with pytest.raises(PathwaysUserProgramFailed, match="exit code 7"):
         env_sensor.execute_complete({}, event("pathways_cluster_env/service_ended.json"), **extra)  # type: ignore[arg-type]
+
+
+def test_the_stuck_job_bounds_reach_the_triggerer_only_when_set() -> None:
+    """A trigger with the default bounds serializes as 0.1.0 did (a triggerer of 0.1.0 runs it); set
+    bounds survive the trip to the triggerer."""
+    from airflow_provider_pathways.triggers.slurm import SlurmJobTrigger
+
+    _, defaults = SlurmJobTrigger(job_id=7, slurm_conn_id="slurm").serialize()
+    assert not {"hold_timeout", "max_requeues"} & set(defaults)
+    classpath, kwargs = SlurmJobTrigger(
+        job_id=7, slurm_conn_id="slurm", hold_timeout=0, max_requeues=None
+    ).serialize()
+    again = rebuild(classpath, json.loads(json.dumps(kwargs)))
+    assert (again.stuck_watch.hold_timeout, again.stuck_watch.max_requeues) == (0, None)
