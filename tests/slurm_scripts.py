@@ -35,11 +35,19 @@ def copy_service_scripts(settings: dict[str, str]) -> Path:
 
 
 def start_service(
-    hook: SlurmHook, scripts: Path, name: str, *, published: bool, min_slices: int = 2, max_slices: int = 2
+    hook: SlurmHook,
+    scripts: Path,
+    name: str,
+    *,
+    published: bool,
+    min_slices: int = 2,
+    max_slices: int = 2,
+    leaves_workers: bool = False,
 ) -> tuple[int, str]:
     """Submit the service script; (job id, the cluster.env it writes). The published script's
     file is removed first: one an earlier test's service wrote a moment ago would be within the
-    clock slack of this job's start (whole seconds), so it would pass for fresh."""
+    clock slack of this job's start (whole seconds), so it would pass for fresh. ``leaves_workers``:
+    the script leaves its worker array running when it ends (nothing published promises more)."""
     own_path = str(scripts / f"cluster-{uuid.uuid4().hex[:8]}.env")
     if published:
         (scripts.parents[1] / "cluster.env").unlink(missing_ok=True)  # ~/pathways/cluster.env
@@ -56,6 +64,7 @@ def start_service(
             "PATHWAYS_LOG_DIR": str(scripts / "logs"),
             "PATHWAYS_AS_PUBLISHED": "1" if published else "0",
             "PATHWAYS_CLUSTER_ENV": own_path,
+            "PATHWAYS_CANCEL_WORKERS_ON_EXIT": "0" if leaves_workers else "1",
         },
     )
     return job_id, SHARED_CLUSTER_ENV if published else own_path
@@ -81,6 +90,15 @@ def logged_proxy(scripts: Path, service: int) -> str | None:
     pattern = r"Pathways cluster ready: wrote \S+ \(PATHWAYS_PROXY_ADDRESS=(\S+)\)"
     match = re.search(pattern, service_log(scripts, service))
     return match.group(1) if match else None
+
+
+def stop_service(hook: SlurmHook, scripts: Path, service: int) -> None:
+    """Cancel a service job, then the worker array its log names: the published script leaves its
+    array running when it ends (nothing published promises otherwise)."""
+    hook.cancel_job(service)
+    array = logged_array(scripts, service)
+    if array is not None:
+        hook.cancel_job(array)
 
 
 def proxy_banner(address: str) -> str:

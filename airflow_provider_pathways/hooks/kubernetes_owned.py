@@ -86,7 +86,17 @@ def release_job(
                 raise
             continue
         return Release.DELETE if deleted else Release.GONE
-    return verdict
+    raise _changed_on_every_delete(ref, verdict)
+
+
+def _changed_on_every_delete(ref: JobRef, verdict: Release) -> RuntimeError:
+    """A job that changed before each delete could run (409 on its preconditions) was not deleted:
+    the caller must not forget it. (``verdict`` is the last decision: only a delete loops.)"""
+    assert verdict is Release.DELETE
+    return RuntimeError(
+        f"{ref} changed before each of {RELEASE_ATTEMPTS} deletes (409 Conflict on the UID and "
+        "resourceVersion preconditions); it was not deleted"
+    )
 
 
 async def a_release_job(
@@ -113,4 +123,4 @@ async def a_release_job(
                 raise
             continue
         return Release.DELETE if deleted else Release.GONE
-    return verdict
+    raise _changed_on_every_delete(ref, verdict)

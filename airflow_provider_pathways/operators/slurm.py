@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from functools import cached_property
@@ -180,29 +181,36 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
     def _cancel(self, reason: str) -> None:
         """Cancel the service job and its worker array, on kill, timeout and replacement alike, so
         that a replacement never runs beside a second array. The array is looked up first, while
-        Slurm still shows the service job running (it is found through it)."""
+        Slurm still shows the service job running (it is found through it); both are cancelled at
+        once over the connection the wait used (a killed task has seconds before SIGKILL)."""
         if self._job_id is None:
             return
         service = self._job_id
-        try:
-            arrays = self.hook.run_on_private_loop(
-                lambda: service_worker_arrays(self.hook, [service], self.probe())
-            )
-        except Exception as err:  # the service job is cancelled all the same
-            self.log.warning(
-                "Could not find the worker array of Slurm job %s: %s", service, type(err).__name__
-            )
-            arrays = []
-        super()._cancel(reason)
-        for array in arrays:
-            cancelled = self.hook.cancel_job(array)
-            self.log.info(
-                "Worker array %s of Slurm job %s %s (%s)",
-                array,
-                service,
-                "cancelled" if cancelled else "had already ended",
-                reason,
-            )
+        hook = self.hook
+
+        async def cancel_all() -> list[tuple[int, bool | BaseException]]:
+            try:
+                arrays = await service_worker_arrays(hook, [service], self.probe())
+            except Exception as err:  # the service job is cancelled all the same
+                self.log.warning(
+                    "Could not find the worker array of Slurm job %s: %s", service, describe_error(err)
+                )
+                arrays = []
+            jobs = [service, *arrays]
+            ended = await asyncio.gather(*(hook.a_cancel_job(job) for job in jobs), return_exceptions=True)
+            return list(zip(jobs, ended, strict=True))
+
+        results = hook.run_on_private_loop(cancel_all)
+        for job_id, cancelled in results:
+            if isinstance(cancelled, BaseException):
+                continue
+            what = f"Slurm job {job_id}" if job_id == service else f"Worker array {job_id} of {service}"
+            self.log.info("%s %s (%s)", what, "cancelled" if cancelled else "had already ended", reason)
+        failures = [(job_id, err) for job_id, err in results if isinstance(err, BaseException)]
+        for job_id, err in failures:
+            self.log.warning("Could not cancel Slurm job %s: %s", job_id, describe_error(err))
+        if failures:
+            raise failures[0][1]
 
     def probe(self) -> ServiceProbe:
         """Where the service reports and what ready asks for."""

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_pathways.gke.ownership import RELEASE_ATTEMPTS
 from tests.airflow_runs import load_dag, run_dag
 from tests.kube_jobs import CONN, act_when, stand_in_objects
 from tests.operators.test_pathways_job import running_jobset
@@ -165,6 +166,24 @@ def test_a_refused_delete_after_success_does_not_fail_the_task(
     assert outcome.state == "success" and outcome.try_number == 1
     assert outcome.xcom["status"]["phase"] == "succeeded"
     assert "Could not delete PathwaysJob delete-refused/" in logs and "HTTP 403" in logs
+    (left,) = stand_in_objects(kube, "pathwaysjobs", namespace)
+    kube.request(
+        "DELETE", f"{PATHWAYSJOB_API}/namespaces/{namespace}/pathwaysjobs/{left['metadata']['name']}"
+    )
+
+
+def test_a_job_that_changes_before_every_delete_is_not_reported_deleted(
+    kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Each delete names the UID and resourceVersion it was decided on; when the API server answers
+    409 Conflict to every one of them, nothing was deleted, and the log must not say it was."""
+    namespace = "delete-refused"
+    faults(409, count=RELEASE_ATTEMPTS, verb="DELETE")
+    outcome = run_dag(load_dag(DAGS, "gke_delete_refused_after_success"))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "success" and outcome.try_number == 1
+    assert f"changed before each of {RELEASE_ATTEMPTS} deletes (409 Conflict" in logs
+    assert "it was not deleted" in logs and "was deleted" not in logs
     (left,) = stand_in_objects(kube, "pathwaysjobs", namespace)
     kube.request(
         "DELETE", f"{PATHWAYSJOB_API}/namespaces/{namespace}/pathwaysjobs/{left['metadata']['name']}"

@@ -14,9 +14,11 @@ from typing import Any
 import pendulum
 import pytest
 
+from airflow_provider_pathways.hooks.slurm import SlurmHook
+from airflow_provider_pathways.operators.slurm import PathwaysSlurmServiceOperator
 from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
 from tests.slurm.conftest import wait_for
-from tests.slurm_scripts import copy_service_scripts, logged_proxy
+from tests.slurm_scripts import copy_service_scripts, logged_proxy, start_service, stop_service
 
 DAGS = "slurm_scenarios.py"
 TRANSPORTS = ["slurm_rest", "slurm_ssh"]
@@ -504,3 +506,42 @@ def test_a_slice_lost_under_a_failing_workload_is_a_preemption_and_is_retried(
     assert "a lost slice, retried as a preemption" in logs
     assert "second run: finishing" in logs
     assert outcomes["stop"].state == "success"
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_a_replaced_polling_service_cancels_the_worker_array_its_script_leaves_running(
+    slurm_cluster: dict[str, str], conn: str
+) -> None:
+    """Nothing published promises that the service script cancels its worker array when it ends:
+    with a script that leaves it running, the polling service operator's own cancel (one for
+    replacement, timeout and kill) still ends the slices, so a replacement never runs beside a
+    second array."""
+    scripts = copy_service_scripts(slurm_cluster)
+    hook = SlurmHook(slurm_conn_id=conn)
+    name = f"leaves-workers-{uuid.uuid4().hex[:8]}"
+    service, path = start_service(hook, scripts, name, published=False, leaves_workers=True)
+    operator = PathwaysSlurmServiceOperator(
+        task_id="service",
+        slurm_conn_id=conn,
+        slice_shape="2x4",
+        min_slices=2,
+        max_slices=2,
+        gcs_bucket="my-bucket",
+        cluster_env_path=path,
+        deferrable=False,
+    )
+    try:
+        array = wait_for(
+            lambda: _cluster_env_value(path, "PATHWAYS_WORKER_ARRAY_JOB_ID"), "the service to be ready", 90
+        )
+        operator.discard_job(service, "replaced by a fresh service job")
+        wait_for(lambda: job_state(service) == "CANCELLED", "the service to be cancelled")
+
+        def slice_states() -> set[str]:
+            return {row[0] for row in squeue("-r", "-j", str(array), "-t", "all", "-o", "%T")}
+
+        wait_for(lambda: slice_states() == {"CANCELLED"}, "every worker slice to be cancelled")
+    finally:
+        stop_service(hook, scripts, service)
+        hook.close()
+        operator.hook.close()

@@ -12,7 +12,7 @@ from airflow_provider_pathways.failures import PathwaysInfrastructureFailure, Pa
 from airflow_provider_pathways.hooks.slurm import SlurmHook
 from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
 from tests.slurm.conftest import wait_for
-from tests.slurm_scripts import copy_service_scripts, logged_array, proxy_banner, start_service
+from tests.slurm_scripts import copy_service_scripts, logged_array, proxy_banner, start_service, stop_service
 
 pytestmark = pytest.mark.slurm
 
@@ -93,6 +93,6 @@ def test_sensor_is_ready_with_the_service_jobs_own_worker_array(
         assert ti.xcom["proxy_address"] == ready["proxy_address"]
         assert f"job={service} " in proxy_banner(ready["proxy_address"])
     finally:
-        hook.cancel_job(service)
+        stop_service(hook, scripts, service)
         hook.close()
         sensor.hook.close()

@@ -24,6 +24,7 @@ from tests.slurm_scripts import (
     proxy_banner,
     service_log,
     start_service,
+    stop_service,
 )
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions("22.05", "24.11")]
@@ -35,11 +36,11 @@ def scripts(sandbox: Sandbox) -> Path:
 
 
 @pytest.fixture
-def services(hook: SlurmHook) -> Any:
+def services(hook: SlurmHook, scripts: Path) -> Any:
     submitted: list[int] = []
     yield submitted
     for job_id in submitted:
-        hook.cancel_job(job_id)  # the script cancels its worker array on SIGTERM
+        stop_service(hook, scripts, job_id)
 
 
 @pytest.mark.parametrize("published", [False, True], ids=["sandbox-script", "published-script"])

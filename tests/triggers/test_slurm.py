@@ -265,5 +265,5 @@ def test_readiness_trigger_fires_ready_and_kill_cancels_the_array_it_found(
         wait(lambda: states(service) == {"CANCELLED"}, "the service to be cancelled")
         wait(lambda: states(array) == {"CANCELLED"}, "every worker slice to be cancelled")
     finally:
-        hook.cancel_job(service)
+        slurm_scripts.stop_service(hook, scripts, service)
         hook.close()

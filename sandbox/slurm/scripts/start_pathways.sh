@@ -26,6 +26,9 @@
 #                             worker script as an array under the name sbatch gives it (its file
 #                             name), name the array nowhere, and write only JAX_BACKEND_TARGET to
 #                             $HOME/pathways/cluster.env (PATHWAYS_CLUSTER_ENV is ignored) (default 0)
+#   PATHWAYS_CANCEL_WORKERS_ON_EXIT  1: cancel the worker array when this job ends (scancel,
+#                             time limit); 0: leave it running, as nothing published promises that
+#                             the service cleans up its workers (default 1)
 #
 # The resource manager and the IFRT proxy are small TCP listeners that answer one banner line.
 # Exit codes: 2 bad input, 3 stand-in servers failed, 4 worker array could not be submitted,
@@ -52,6 +55,7 @@ PROXY_PORT=${PATHWAYS_PROXY_PORT:-0}
 RM_PORT=${PATHWAYS_RM_PORT:-0}
 RELEASE_REQUEUED=${PATHWAYS_RELEASE_REQUEUED:-0}
 AS_PUBLISHED=${PATHWAYS_AS_PUBLISHED:-0}
+CANCEL_WORKERS=${PATHWAYS_CANCEL_WORKERS_ON_EXIT:-1}
 BIND_HOST=127.0.0.1
 
 [[ $SLICE_SHAPE =~ ^[1-9][0-9]{0,3}(x[1-9][0-9]{0,3}){1,2}$ ]] ||
@@ -70,6 +74,7 @@ GCS_BUCKET=${GCS_BUCKET%/}
 [[ $RM_PORT =~ ^(0|[1-9][0-9]{0,4})$ ]] && ((RM_PORT < 65536)) || fail 2 "bad PATHWAYS_RM_PORT '$RM_PORT'"
 [[ $RELEASE_REQUEUED == [01] ]] || fail 2 "PATHWAYS_RELEASE_REQUEUED must be 0 or 1, got '$RELEASE_REQUEUED'"
 [[ $AS_PUBLISHED == [01] ]] || fail 2 "PATHWAYS_AS_PUBLISHED must be 0 or 1, got '$AS_PUBLISHED'"
+[[ $CANCEL_WORKERS == [01] ]] || fail 2 "PATHWAYS_CANCEL_WORKERS_ON_EXIT must be 0 or 1, got '$CANCEL_WORKERS'"
 [[ ${SLURM_JOB_ID:-} =~ ^[0-9]+$ ]] || fail 2 "run this script with sbatch (SLURM_JOB_ID is not set)"
 SERVICE_JOB_ID=$SLURM_JOB_ID
 
@@ -108,7 +113,7 @@ ARRAY_JOB_ID=""
 CHILD_PIDS=()
 cleanup() {
 	trap - EXIT TERM INT
-	if [[ -n $ARRAY_JOB_ID ]]; then
+	if [[ -n $ARRAY_JOB_ID ]] && ((CANCEL_WORKERS)); then
 		log "cancelling worker array $ARRAY_JOB_ID"
 		scancel -Q "$ARRAY_JOB_ID" 2>/dev/null || true
 	fi
