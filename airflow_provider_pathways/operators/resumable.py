@@ -275,10 +275,26 @@ class ReattachingJobOperator(BaseOperator):
                 result = self._reattach(kept, judgement, context)
                 if result is not _SUBMIT:
                     return result
+        if stored is None:
+            adopted = self.adopt_unclaimed_job(context)
+            if adopted is not None:
+                self.log.warning(
+                    "Following %s, which an earlier try of this task instance submitted without "
+                    "learning its id (the answer was lost, or the try died first); not submitting again",
+                    self.describe_job(adopted),
+                )
+                if store is not None:
+                    store.set(self.external_id_key, KeptJob(adopted).to_stored())
+                return self.follow_job(adopted, context)
         external_id = self.submit_job(context)
         if store is not None and external_id is not None:
             store.set(self.external_id_key, KeptJob(external_id).to_stored())
         return self.follow_job(external_id, context)
+
+    def adopt_unclaimed_job(self, context: Context) -> JsonValue | None:
+        """A job an earlier try of this task instance submitted and kept no id of, still active; None
+        when there is none (or the backend finds jobs another way, as GKE does by name and labels)."""
+        return None
 
     def _reattach(self, kept: KeptJob, judgement: JobJudgement, context: Context) -> Any:
         stored = kept.job

@@ -16,6 +16,7 @@ from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.reattach import JobJudgement, Verdict
 from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
 from airflow_provider_pathways.slurm.errors import SlurmJobLost
+from airflow_provider_pathways.slurm.job import task_instance_marker
 from airflow_provider_pathways.slurm.job_inputs import (
     environment_problems,
     environment_text,
@@ -132,12 +133,23 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         except TypeError as err:
             return [*problems, str(err)]
 
+    def submitted_job_name(self, context: Context) -> str:
+        """The job's name: ``job_name``, else ``<dag_id>.<task_id>``."""
+        return self.job_name or f"{context['ti'].dag_id}.{context['ti'].task_id}"
+
+    @staticmethod
+    def marker(context: Context) -> str:
+        """The ``--comment`` of every job this task instance submits."""
+        ti = context["ti"]
+        return task_instance_marker(ti.dag_id, ti.task_id, ti.run_id, getattr(ti, "map_index", None))
+
     def submission_request(self, context: Context) -> SubmitRequest:
         """The submission, every field checked (ValueError/TypeError naming the field)."""
         return SubmitRequest.build(
             script=self.script,
             script_path=self.script_path,
-            job_name=self.job_name or f"{context['ti'].dag_id}.{context['ti'].task_id}",
+            job_name=self.submitted_job_name(context),
+            comment=self.marker(context),
             partition=self.partition,
             account=self.account,
             qos=self.qos,
@@ -166,6 +178,21 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         self._job_id = job_id
         self.log.info("Submitted Slurm job %s", job_id)
         return job_id
+
+    def adopt_unclaimed_job(self, context: Context) -> JsonValue | None:
+        """An active job of this name whose comment names this task instance, when this is not the
+        first try: its submission went out, but the try that sent it kept no id (slurmrestd's or
+        sbatch's answer was lost, or the worker died first). The first try lists nothing: over
+        slurmrestd a listing is every job of the cluster."""
+        if (getattr(context["ti"], "try_number", 1) or 1) <= 1:
+            return None
+        marker = self.marker(context)
+        found = [
+            job
+            for job in self.hook.get_jobs_named(self.submitted_job_name(context))
+            if job.comment == marker and job.active and job.array_task_id is None
+        ]
+        return max(job.job_id for job in found) if found else None
 
     def judge_job(self, external_id: JsonValue, context: Context) -> JobJudgement | None:
         try:

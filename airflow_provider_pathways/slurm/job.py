@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -96,6 +97,18 @@ class SlurmJob:
                 values[key] = datetime.fromisoformat(values[key])
         values["flags"] = frozenset(values.get("flags") or ())
         return cls(**values)
+
+
+#: What a submitted job's ``--comment`` starts with: the task instance that submitted it.
+TASK_INSTANCE_MARKER = "airflow-task-instance="
+
+
+def task_instance_marker(dag_id: str, task_id: str, run_id: str, map_index: int | None) -> str:
+    """The ``--comment`` every job a task instance submits carries (a digest: run ids are long, and
+    comments are shown to everyone on the cluster), so that a later try finds a job whose
+    submission answer never reached the try that submitted it."""
+    identity = "\0".join((dag_id, task_id, run_id, str(-1 if map_index is None else map_index)))
+    return TASK_INSTANCE_MARKER + hashlib.sha256(identity.encode()).hexdigest()[:24]
 
 
 def expand_task_ids(task_string: str) -> list[int]:

@@ -437,3 +437,17 @@ with dag("slurm_slice_lost_deferred") as slice_lost_deferred:
     slice_lost(True)
 with dag("slurm_slice_lost_polling") as slice_lost_polling:
     slice_lost(False)
+
+# Try 1's submission reaches slurmrestd but its answer is lost (tests/lost_answer.py): try 1 fails
+# without the job's id; try 2 must follow that job, not submit a second one.
+with dag("slurm_lost_answer") as lost_answer:
+    SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        job_name="{{ params.job_name }}",
+        script='#!/bin/bash\nsleep 8\necho "the one run: done"\n',
+        retries=1,
+        retry_delay=timedelta(seconds=1),
+        deferrable=True,
+        poll_interval=0.5,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 from airflow_provider_pathways.hooks.slurm import SlurmHook
 from airflow_provider_pathways.operators.slurm import PathwaysSlurmServiceOperator
 from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
+from tests.lost_answer import LosingRelay
 from tests.slurm.conftest import wait_for
 from tests.slurm_scripts import copy_service_scripts, logged_proxy, start_service, stop_service
 
@@ -545,3 +547,26 @@ def test_a_replaced_polling_service_cancels_the_worker_array_its_script_leaves_r
         stop_service(hook, scripts, service)
         hook.close()
         operator.hook.close()
+
+
+def test_a_job_whose_submission_answer_was_lost_is_followed_not_submitted_again(
+    slurm_cluster: dict[str, str], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """slurmrestd submits the job, its answer never comes back (tests/lost_answer.py): try 1 fails
+    without the id. Every job carries its task instance's marker in ``--comment``, and try 2 finds
+    and follows that job instead of running the program a second time."""
+    name = f"lost-answer-{uuid.uuid4().hex[:8]}"
+    rest = json.loads(os.environ["AIRFLOW_CONN_SLURM_REST"])
+    with LosingRelay(rest["host"], int(rest["port"])) as relay:
+        relay.drop("/job/submit")
+        lossy = {**rest, "host": "127.0.0.1", "port": relay.port}
+        monkeypatch.setenv("AIRFLOW_CONN_SLURM_REST_LOSSY", json.dumps(lossy))
+        conf = params(slurm_cluster, "slurm_rest_lossy", job_name=name)
+        outcome = run_dag(load_dag(DAGS, "slurm_lost_answer"), conf)["train"]
+    logs = capfd.readouterr().out
+    submits = [answered for request, answered in relay.requests if request.endswith("/job/submit")]
+    assert submits == [False], relay.requests  # one submission, its answer lost; none from try 2
+    assert outcome.state == "success" and outcome.try_number == 2
+    assert "which an earlier try of this task instance submitted without learning its id" in logs
+    assert "the one run: done" in logs
+    assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 1

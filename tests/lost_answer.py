@@ -1,0 +1,98 @@
+"""An HTTP relay in front of slurmrestd that carries requests out and can lose an answer on the way
+back, as a network partition or a timed-out proxy does: the cluster acted (the job was submitted),
+the client never learned its result.
+
+One request per client connection, each forwarded with ``Connection: close`` and answered by
+closing; ``drop(path_part, count)`` makes the next ``count`` answers to POSTs whose path contains
+``path_part`` go missing (the client's connection is closed with no answer).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from types import TracebackType
+
+
+def _read_request(conn: socket.socket) -> bytes | None:
+    """One HTTP request (headers and a ``Content-Length`` body), or None when the client left."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        body += chunk
+    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:")]
+    return b"\r\n".join([*lines, b"Connection: close"]) + b"\r\n\r\n" + body
+
+
+class LosingRelay:
+    """``with LosingRelay(host, port) as relay``: listens on ``relay.port`` (loopback)."""
+
+    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._server.getsockname()[1]
+        self._lock = threading.Lock()
+        self._drops: dict[str, int] = {}
+        #: ``(method and path, answered)`` of every request relayed, in order
+        self.requests: list[tuple[str, bool]] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def drop(self, path_part: str, count: int = 1) -> None:
+        with self._lock:
+            self._drops[path_part] = count
+
+    def _take_drop(self, request_line: str) -> bool:
+        method, _, rest = request_line.partition(" ")
+        with self._lock:
+            for part, left in self._drops.items():
+                if method == "POST" and part in rest and left > 0:
+                    self._drops[part] = left - 1
+                    return True
+        return False
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _relay(self, conn: socket.socket) -> None:
+        with conn:
+            request = _read_request(conn)
+            if request is None:
+                return
+            request_line = request.split(b"\r\n", 1)[0].decode(errors="replace")
+            answer = b""
+            with socket.create_connection(self.upstream, timeout=60) as upstream:
+                upstream.sendall(request)
+                while chunk := upstream.recv(65536):
+                    answer += chunk
+            lose = self._take_drop(request_line)
+            with self._lock:
+                self.requests.append((request_line.rsplit(" ", 1)[0], not lose))
+            if not lose:
+                conn.sendall(answer)
+
+    def __enter__(self) -> LosingRelay:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._server.close()
