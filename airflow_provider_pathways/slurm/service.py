@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
@@ -168,22 +169,35 @@ async def service_worker_arrays(
     when that file belongs to one of them, else each running service job's array found by name."""
     if probe.worker_array_job_id:
         return [probe.worker_array_job_id]
-    if probe.cluster_env_path:
+
+    async def named_in_cluster_env() -> int | None:
+        if not probe.cluster_env_path:
+            return None
         text = await hook.a_read_file(probe.cluster_env_path)
         values = parse_cluster_env(text) if text else {}
         if values.get(probe.service_job_key, "").strip() in {str(i) for i in service_job_ids}:
-            array = worker_array_id(values, probe.worker_array_key)
-            if array:
-                return [array]
+            return worker_array_id(values, probe.worker_array_key)
+        return None
+
+    # Reads that do not depend on each other go at once (a killed task has seconds): the file and
+    # the service jobs, then the listings the attribution needs.
+    named, jobs = await asyncio.gather(
+        named_in_cluster_env(), asyncio.gather(*(hook.a_get_job(job_id) for job_id in service_job_ids))
+    )
+    if named:
+        return [named]
+    running = [job for job in jobs if job is not None and not job.terminal and job.array_job_id is None]
+    if not running:
+        return []
+    names = sorted({job.name for job in running if job.name})
+    records, listings = await asyncio.gather(
+        hook.a_get_jobs_named(probe.worker_job_name),
+        asyncio.gather(*(hook.a_get_jobs_named(name) for name in names)),
+    )
+    peers_by_name = dict(zip(names, listings, strict=True))
     arrays: list[int] = []
-    records: list[SlurmJob] | None = None
-    for service_job_id in service_job_ids:
-        job = await hook.a_get_job(service_job_id)
-        if job is None or job.terminal or job.array_job_id is not None:
-            continue
-        if records is None:
-            records = await hook.a_get_jobs_named(probe.worker_job_name)
-        peers = peer_services(job, await hook.a_get_jobs_named(job.name)) if job.name else []
+    for job in running:
+        peers = peer_services(job, peers_by_name[job.name]) if job.name else []
         match = match_worker_array(job, peers, records, probe.worker_job_name)
         if match.array_job_id is not None:
             arrays.append(match.array_job_id)
