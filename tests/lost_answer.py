@@ -2,9 +2,9 @@
 back, as a network partition or a timed-out proxy does: the cluster acted (the job was submitted),
 the client never learned its result.
 
-One request per client connection, each forwarded with ``Connection: close`` and answered by
-closing; ``drop(path_part, count)`` makes the next ``count`` answers to POSTs whose path contains
-``path_part`` go missing (the client's connection is closed with no answer).
+One request per client connection, forwarded as sent, its answer returned saying
+``Connection: close``; ``drop(path_part, count)`` makes the next ``count`` answers to POSTs whose
+path contains ``path_part`` go missing (the client's connection is closed with no answer).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import threading
 from types import TracebackType
 
 
-def _read_request(conn: socket.socket) -> bytes | None:
-    """One HTTP request (headers and a ``Content-Length`` body), or None when the client left."""
+def _read_message(conn: socket.socket) -> tuple[list[bytes], bytes] | None:
+    """One HTTP message: its head lines and its ``Content-Length`` body; None when the peer left."""
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = conn.recv(65536)
@@ -23,8 +23,9 @@ def _read_request(conn: socket.socket) -> bytes | None:
             return None
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
     length = 0
-    for line in head.split(b"\r\n")[1:]:
+    for line in lines[1:]:
         name, _, value = line.partition(b":")
         if name.strip().lower() == b"content-length":
             length = int(value.strip())
@@ -33,8 +34,14 @@ def _read_request(conn: socket.socket) -> bytes | None:
         if not chunk:
             return None
         body += chunk
-    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:")]
-    return b"\r\n".join([*lines, b"Connection: close"]) + b"\r\n\r\n" + body
+    return lines, body[:length]
+
+
+def _closing(lines: list[bytes], body: bytes) -> bytes:
+    """The message again, saying ``Connection: close`` (the relay answers one request per
+    connection, so the client never reuses it)."""
+    kept = [line for line in lines if not line.lower().startswith(b"connection:")]
+    return b"\r\n".join([*kept, b"Connection: close"]) + b"\r\n\r\n" + body
 
 
 class LosingRelay:
@@ -73,20 +80,18 @@ class LosingRelay:
 
     def _relay(self, conn: socket.socket) -> None:
         with conn:
-            request = _read_request(conn)
+            request = _read_message(conn)
             if request is None:
                 return
-            request_line = request.split(b"\r\n", 1)[0].decode(errors="replace")
-            answer = b""
+            request_line = request[0][0].decode(errors="replace")
             with socket.create_connection(self.upstream, timeout=60) as upstream:
-                upstream.sendall(request)
-                while chunk := upstream.recv(65536):
-                    answer += chunk
-            lose = self._take_drop(request_line)
+                upstream.sendall(b"\r\n".join(request[0]) + b"\r\n\r\n" + request[1])
+                answer = _read_message(upstream)
+            lose = answer is None or self._take_drop(request_line)
             with self._lock:
                 self.requests.append((request_line.rsplit(" ", 1)[0], not lose))
-            if not lose:
-                conn.sendall(answer)
+            if answer is not None and not lose:
+                conn.sendall(_closing(*answer))
 
     def __enter__(self) -> LosingRelay:
         self._thread.start()

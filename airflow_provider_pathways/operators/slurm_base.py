@@ -120,6 +120,12 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         """``environment`` once rendered (TypeError naming it when it is not a mapping)."""
         return rendered_mapping(self.environment, "environment")
 
+    def rendered_sbatch_options(self) -> dict[str, Any]:
+        """``sbatch_options`` once rendered. A DAG with ``render_template_as_native_obj=True``
+        renders a flag's ``""`` as None: it stays a flag."""
+        options = rendered_mapping(self.sbatch_options, "sbatch_options")
+        return {name: "" if value is None else value for name, value in options.items()}
+
     def submission_environment(self) -> dict[str, str]:
         """Environment given to the job."""
         return environment_text(self.rendered_environment())
@@ -128,7 +134,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         """Problems with the operator's arguments; checked before anything is submitted."""
         problems = script_problems(self.script, self.script_path)
         try:
-            rendered_mapping(self.sbatch_options, "sbatch_options")
+            self.rendered_sbatch_options()
             return problems + environment_problems(self.rendered_environment())
         except TypeError as err:
             return [*problems, str(err)]
@@ -158,7 +164,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             working_directory=self.working_directory,
             output=self.output_path,
             requeue=self.requeue,
-            extra_options=rendered_mapping(self.sbatch_options, "sbatch_options"),
+            extra_options=self.rendered_sbatch_options(),
         )
 
     def execute(self, context: Context) -> Any:
