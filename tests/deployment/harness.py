@@ -92,6 +92,12 @@ class _Snapshots:
         with self._cond:
             self.runs.setdefault(ref, {"state": "queued"})
 
+    def reopen(self, ref: RunRef) -> None:
+        """Follow a finished run again (a user cleared it): its snapshot is stale until refreshed."""
+        with self._cond:
+            self.runs[ref] = {"state": "queued"}
+            self.tis.pop(ref, None)
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(10)
@@ -465,6 +471,24 @@ class Airflow:
                         map_index,
                         until_finished=False,
                     )
+
+    def clear_finished(self, dag_id: str, run_id: str, task_id: str) -> int:
+        """Clear a finished task instance through the API, as a user does in the UI (its run runs
+        again); returns the try number the cleared task will run as."""
+        ti = self.task_instance(dag_id, run_id, task_id)
+        assert ti["state"] in ("success", "failed"), f"{dag_id}.{task_id} has not finished: {ti['state']}"
+        self.api.post(
+            f"dags/{_q(dag_id)}/clearTaskInstances",
+            {
+                "dry_run": False,
+                "task_ids": [task_id],
+                "dag_run_id": run_id,
+                "only_failed": False,
+                "reset_dag_runs": True,
+            },
+        )
+        self._snapshots.reopen(RunRef(dag_id, run_id))
+        return int(ti["try_number"]) + 1
 
     # ---- breaking things --------------------------------------------------------------------------
 

@@ -128,3 +128,20 @@ for mode, deferrable in (("polling", False), ("deferred", True)):
 for mode, deferrable in (("deferrable", True), ("polling", False)):
     with dag(f"gke_outage_{mode}"):
         train(f"gke_outage_{mode}", conn="gke_gated", deferrable=deferrable, retries=0, annotations=GATED)
+
+# A finished task cleared by its user: the success an earlier try reported is reported again
+# without running the program again; a failed job kept for debugging (``delete_on`` without
+# ``failure``) never blocks the cleared try, which runs a fresh job (the program fails on try 1).
+with dag("gke_clear_success"):
+    train("gke_clear_success", deferrable=True, retries=0, annotations=knobs(program_seconds=2))
+with dag("gke_clear_kept_failure"):
+    train(
+        "gke_clear_kept_failure",
+        deferrable=True,
+        retries=0,
+        delete_on=("success", "kill"),
+        annotations={
+            **knobs(program_seconds=2),
+            KNOB + "program-exit-code": "{{ 3 if ti.try_number == 1 else 0 }}",
+        },
+    )

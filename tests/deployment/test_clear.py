@@ -1,0 +1,56 @@
+"""A user clears a finished task through the REST API (Airflow 3.3 keeps ``task_state_store``
+across a clear): a reported success is reported again, not run again; a failed job kept for
+debugging never blocks the cleared try."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.deployment.harness import TaskOutcome, outcome
+from tests.deployment.scenarios import Stage, scenario
+from tests.deployment.steps import WAIT, namespace
+
+CASES = ("success", "kept_failure")
+
+
+@scenario("gke_clear[{case}]", case=CASES)
+def gke_clear(stage: Stage, name: str, case: str) -> TaskOutcome:
+    airflow = stage.airflow
+    dag_id = f"gke_clear_{case}"
+    run_id = airflow.trigger(dag_id)
+    airflow.wait_run(dag_id, run_id, WAIT)
+    first = airflow.task_instance(dag_id, run_id, "train")["state"]
+    again = airflow.clear_finished(dag_id, run_id, "train")
+    airflow.wait_ti(
+        dag_id,
+        run_id,
+        "train",
+        f"try {again} to finish",
+        lambda t: t["try_number"] == again and t["state"] in ("success", "failed"),
+        WAIT,
+    )
+    airflow.wait_run(dag_id, run_id, WAIT)
+    seen = outcome(airflow, dag_id, run_id, xcom_keys=("status",))
+    seen.extra["first"] = first
+    seen.extra["jobs"] = stage.kube.jobs_created(namespace(dag_id))
+    seen.extra["program_runs"] = stage.kube.program_runs(namespace(dag_id))
+    return seen
+
+
+@pytest.mark.scenario("gke_clear[{case}]")
+@pytest.mark.parametrize("case", CASES)
+def test_a_cleared_task_reports_a_success_again_and_is_never_stuck_on_a_reported_failure(
+    seen: TaskOutcome, case: str
+) -> None:
+    assert (seen.state, seen.try_number) == ("success", 2)
+    assert seen.xcom["status"]["phase"] == "succeeded"
+    log = seen.log(2)
+    if case == "success":
+        assert seen.extra["first"] == "success"
+        assert "succeeded and an earlier try reported it; reporting it again, not running it again" in log
+        assert len(seen.extra["jobs"]) == 1 and seen.extra["program_runs"] == 1  # it ran once
+    else:
+        assert seen.extra["first"] == "failed"
+        assert "and an earlier try reported it; submitting a fresh job" in log
+        assert len(seen.extra["jobs"]) == 2  # the kept failed job, and the cleared try's own
+        assert seen.extra["program_runs"] == 2
