@@ -341,6 +341,11 @@ class SlurmHook(BaseHook):
         job id. Ended jobs drop out ``MinJobAge`` after their end."""
         return self._run(lambda t: self._jobs_named(t, name))
 
+    def set_job_comment(self, job_id: int, comment: str) -> None:
+        """Replace the job's comment (``scontrol update JobId=<id> Comment=...``, or slurmrestd's job
+        update): the provider's own marks of which task instance and try follow the job."""
+        self._run(lambda t: t.set_comment(int(job_id), comment))
+
     def cancel_job(self, job_id: int) -> bool:
         """Cancel the job (an array id cancels every task): True if it was active and is now being
         cancelled, False if it had already ended or is unknown. Never raises for an ended job."""
@@ -396,6 +401,10 @@ class SlurmHook(BaseHook):
     async def a_cancel_job(self, job_id: int) -> bool:
         """Async :meth:`cancel_job`."""
         return await self._a_call(lambda t: self._cancel(t, int(job_id)))
+
+    async def a_set_job_comment(self, job_id: int, comment: str) -> None:
+        """Async :meth:`set_job_comment`."""
+        await self._a_call(lambda t: t.set_comment(int(job_id), comment))
 
     async def a_read_file(self, path: str, *, tail_bytes: int | None = None) -> str | None:
         """Async :meth:`read_file`."""

@@ -376,6 +376,13 @@ class RestTransport:
         if status != 200 or errors:
             raise await self._error(f"cancel job {job_id}", status, payload)
 
+    async def set_comment(self, job_id: int, comment: str) -> None:
+        version = await self.api_version()
+        status, payload = await self._request("POST", f"/slurm/{version}/job/{job_id}", {"comment": comment})
+        errors = payload.get("errors") if isinstance(payload, Mapping) else None
+        if status != 200 or errors:
+            raise await self._error(f"update the comment of job {job_id}", status, payload)
+
     async def submit(self, request: SubmitRequest) -> int:
         s = self._settings
         version = await self.api_version()

@@ -372,6 +372,17 @@ class SshTransport:
                 stderr=err,
             )
 
+    async def set_comment(self, job_id: int, comment: str) -> None:
+        command = shlex.join([self._cmd("scontrol"), "update", f"JobId={job_id}", f"Comment={comment}"])
+        status, _out, err = await self.session.run(command)
+        if status != 0:
+            raise SlurmCommandError(
+                f"scontrol update JobId={job_id} Comment=... failed on {self.session.address} "
+                f"(exit {status}): {err.strip()}",
+                exit_status=status,
+                stderr=err,
+            )
+
     async def submit(self, request: SubmitRequest) -> int:
         """Stage the script (if text) and a launcher in ``~/.airflow-pathways/submit/<uuid>/`` over
         SFTP, run the launcher with ``/bin/sh``, remove the staging dir. Environment values only live

@@ -16,7 +16,12 @@ from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.reattach import JobJudgement, Verdict
 from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
 from airflow_provider_pathways.slurm.errors import SlurmJobLost
-from airflow_provider_pathways.slurm.job import task_instance_marker
+from airflow_provider_pathways.slurm.job import (
+    followed_by_try,
+    following_comment,
+    is_marked,
+    task_instance_marker,
+)
 from airflow_provider_pathways.slurm.job_inputs import (
     environment_problems,
     environment_text,
@@ -27,6 +32,7 @@ from airflow_provider_pathways.slurm.submit import SubmitRequest
 from airflow_provider_pathways.slurm.transient import is_transient
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
+    describe_error,
     validate_outage_tolerance,
 )
 
@@ -109,6 +115,8 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         self.preemption_retries = preemption_retries
         self.outage_tolerance = validate_outage_tolerance(outage_tolerance)
         self._job_id: int | None = None
+        self._marker: str | None = None
+        self._try_number: int | None = None
 
     @cached_property
     def hook(self) -> SlurmHook:
@@ -196,7 +204,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         found = [
             job
             for job in self.hook.get_jobs_named(self.submitted_job_name(context))
-            if job.comment == marker and job.active and job.array_task_id is None
+            if is_marked(job.comment, marker) and job.active and job.array_task_id is None
         ]
         return max(job.job_id for job in found) if found else None
 
@@ -235,6 +243,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
     def follow_job(self, external_id: JsonValue, context: Context) -> Any:
         self._job_id = int(external_id)  # type: ignore[arg-type]
         context["ti"].xcom_push(key="job_id", value=self._job_id)
+        self.mark_followed(context)
         deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
             self.defer(
@@ -250,6 +259,45 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             is_transient=is_transient,
         )
         return self.finish_job(context, self._job_id, observed)
+
+    def mark_followed(self, context: Context) -> None:
+        """A try after the first writes its number into the job's comment: an older try of the task
+        instance that is killed later (superseded, its worker partitioned) then leaves the job to
+        this one. Best effort: a job left unmarked is only less protected."""
+        self._marker = self.marker(context)
+        self._try_number = int(getattr(context["ti"], "try_number", 1) or 1)
+        if self._try_number <= 1 or self._job_id is None:
+            return
+        try:
+            self.hook.set_job_comment(self._job_id, following_comment(self._marker, self._try_number))
+        except Exception as err:
+            self.log.warning(
+                "Could not mark Slurm job %s as followed by try %s: %s",
+                self._job_id,
+                self._try_number,
+                describe_error(err),
+            )
+
+    def newer_try_follows(self) -> bool:
+        """Whether a newer try of this task instance marked the job as its own (then this try, killed
+        or giving up, leaves it alone). False when it cannot tell."""
+        if self._job_id is None or self._marker is None or self._try_number is None:
+            return False
+        try:
+            job = self.hook.get_job(self._job_id)
+        except Exception as err:
+            self.log.warning("Could not read Slurm job %s: %s", self._job_id, describe_error(err))
+            return False
+        follower = followed_by_try(job.comment if job else None, self._marker)
+        if follower is None or follower <= self._try_number:
+            return False
+        self.log.info(
+            "Left Slurm job %s alone: try %s of this task instance follows it (this is try %s)",
+            self._job_id,
+            follower,
+            self._try_number,
+        )
+        return True
 
     def trigger(self, deadline: Deadline) -> BaseTrigger:
         """The trigger that waits for this job in the triggerer."""
@@ -272,8 +320,9 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         raise NotImplementedError
 
     def give_up(self, context: Context, reason: str | None) -> NoReturn:
-        """The wait ran out of time: cancel the job (with ``cancel_on_kill``) and fail the try."""
-        if self.cancel_on_kill and self._clean_up("the wait timed out"):
+        """The wait ran out of time: cancel the job (with ``cancel_on_kill``, unless a newer try of
+        the task instance follows it) and fail the try."""
+        if self.cancel_on_kill and not self.newer_try_follows() and self._clean_up("the wait timed out"):
             self.forget_job(context)
         what = f"Slurm job {self._job_id} was not {self.waiting_for}"
         if reason == "execution_timeout":
@@ -305,6 +354,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         )
 
     def on_kill(self) -> None:
-        """Cancel the job when the running task is killed; harmless if it already ended."""
-        if self.cancel_on_kill:
+        """Cancel the job when the running task is killed, unless a newer try of the task instance
+        follows it; harmless if it already ended."""
+        if self.cancel_on_kill and not self.newer_try_follows():
             self._cancel("task killed")

@@ -111,6 +111,26 @@ def task_instance_marker(dag_id: str, task_id: str, run_id: str, map_index: int 
     return TASK_INSTANCE_MARKER + hashlib.sha256(identity.encode()).hexdigest()[:24]
 
 
+def is_marked(comment: str | None, marker: str) -> bool:
+    """Whether a job's comment names the task instance of ``marker`` (with or without a try)."""
+    return comment is not None and (comment == marker or comment.startswith(marker + " "))
+
+
+def following_comment(marker: str, try_number: int) -> str:
+    """The comment of a job that try ``try_number`` of the marker's task instance follows: an older
+    try of it (superseded, then killed) leaves the job alone."""
+    return f"{marker} try={try_number}"
+
+
+def followed_by_try(comment: str | None, marker: str) -> int | None:
+    """The try of the marker's task instance that follows the job, from its comment; None when no
+    try marked it."""
+    if not is_marked(comment, marker):
+        return None
+    _, _, rest = (comment or "").partition(" try=")
+    return int(rest) if rest.isdigit() else None
+
+
 def expand_task_ids(task_string: str) -> list[int]:
     """Task ids of an array expression such as ``0-7``, ``1,3,5-9:2`` or ``2-3%2``."""
     spec = task_string.split("%", 1)[0].strip()

@@ -44,6 +44,10 @@ class SlurmTransport(Protocol):
 
     async def cancel(self, job_id: int) -> None: ...
 
+    async def set_comment(self, job_id: int, comment: str) -> None:
+        """Replace the job's comment (``scontrol update Comment=``, slurmrestd's job update)."""
+        ...
+
     async def accounting_jobs(self, job_id: int) -> list[SlurmJob] | None:
         """Every accounting record (slurmdbd) under that id, one per attempt of a requeued job;
         None when the cluster keeps no accounting."""

@@ -451,3 +451,17 @@ with dag("slurm_lost_answer") as lost_answer:
         deferrable=True,
         poll_interval=0.5,
     )
+
+# Try 1 polls its job until its execution_timeout; meanwhile try 2 (in the test: its mark in the
+# job's comment) follows the job: try 1 gives up and must leave the job to try 2.
+with dag("slurm_superseded_try") as superseded_try:
+    SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        job_name="{{ params.job_name }}",
+        script="#!/bin/bash\nsleep 300\n",
+        retries=0,
+        deferrable=False,
+        poll_interval=0.2,
+        execution_timeout=timedelta(seconds=10),
+    )

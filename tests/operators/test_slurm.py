@@ -571,3 +571,52 @@ def test_a_job_whose_submission_answer_was_lost_is_followed_not_submitted_again(
     assert "which an earlier try of this task instance submitted without learning its id" in logs
     assert "the one run: done" in logs
     assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 1
+
+
+def _comment(job_id: str) -> str:
+    out = subprocess.run(
+        ["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, check=True
+    ).stdout
+    return out.split("Comment=", 1)[1].split(" ", 1)[0] if "Comment=" in out else ""
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_a_superseded_try_that_gives_up_leaves_the_job_a_newer_try_follows(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Try 1 polls its job; try 2 of the same task instance follows the job meanwhile and marks it
+    (its try number in the job's comment, after the task instance's marker). When try 1 then gives
+    up (its execution_timeout), it leaves the job running for try 2 instead of cancelling it."""
+    name = f"superseded-{uuid.uuid4().hex[:8]}"
+    marked: list[str] = []
+
+    def newer_try_follows() -> None:
+        rows = wait_for(lambda: squeue("-n", name, "-t", "R", "-o", "%i"), f"job {name} to run", 60)
+        job_id = rows[0][0]
+        comment = _comment(job_id)
+        assert comment.startswith("airflow-task-instance="), comment
+        subprocess.run(
+            ["scontrol", "update", f"JobId={job_id}", f"Comment={comment} try=2"],
+            check=True,
+            capture_output=True,
+        )
+        marked.append(job_id)
+
+    thread = threading.Thread(target=newer_try_follows, daemon=True)
+    thread.start()
+    try:
+        outcome = run_dag(load_dag(DAGS, "slurm_superseded_try"), params(slurm_cluster, conn, job_name=name))[
+            "train"
+        ]
+        thread.join(5)
+        logs = capfd.readouterr().out
+        assert marked, "the job never ran"
+        assert outcome.state == "failed"  # try 1 timed out
+        assert (
+            f"Left Slurm job {marked[0]} alone: try 2 of this task instance follows it (this is try 1)"
+            in logs
+        )
+        assert job_state(marked[0]) == "RUNNING"
+    finally:
+        for job_id in marked:
+            subprocess.run(["scancel", job_id], check=False)

@@ -427,3 +427,24 @@ def test_max_array_size_is_read_from_the_cluster(
         )
         jobs.append(job_id)
         assert [t.array_task_id for t in hook.get_array_tasks(job_id)] == [limit - 1], transport
+
+
+def test_a_jobs_comment_is_replaced_by_its_owner_over_both_transports(
+    hooks: dict[str, SlurmHook], jobs: list[int], workdir: Path
+) -> None:
+    """The provider marks which try of a task instance follows a job in the job's comment: the
+    cluster user may replace it (``scontrol update Comment=``, slurmrestd's job update), and every
+    way of reading the job shows the new text, spaces included."""
+    for transport, hook in hooks.items():
+        job_id = hook.submit_job(
+            script="#!/bin/bash\ntrue\n",
+            working_directory=str(workdir),
+            output="/dev/null",
+            comment="airflow-task-instance=abc",
+            extra_options={"hold": ""},
+        )
+        jobs.append(job_id)
+        hook.set_job_comment(job_id, "airflow-task-instance=abc try=2")
+        for reader in hooks.values():
+            job = reader.get_job(job_id)
+            assert job is not None and job.comment == "airflow-task-instance=abc try=2", transport
