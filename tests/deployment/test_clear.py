@@ -8,7 +8,7 @@ import pytest
 
 from tests.deployment.harness import TaskOutcome, outcome
 from tests.deployment.scenarios import Stage, scenario
-from tests.deployment.steps import WAIT, namespace
+from tests.deployment.steps import WAIT, gke_end_program, gke_waiting, namespace
 
 CASES = ("success", "kept_failure")
 
@@ -18,9 +18,13 @@ def gke_clear(stage: Stage, name: str, case: str) -> TaskOutcome:
     airflow = stage.airflow
     dag_id = f"gke_clear_{case}"
     run_id = airflow.trigger(dag_id)
+    job = gke_waiting(stage, dag_id, run_id, "deferred")
+    gke_end_program(stage, dag_id, job, exit_code=0 if case == "success" else 3)
     airflow.wait_run(dag_id, run_id, WAIT)
     first = airflow.task_instance(dag_id, run_id, "train")["state"]
     again = airflow.clear_finished(dag_id, run_id, "train")
+    if case == "kept_failure":  # the cleared try runs a fresh job: end its program well
+        gke_end_program(stage, dag_id, gke_waiting(stage, dag_id, run_id, "deferred", again))
     airflow.wait_ti(
         dag_id,
         run_id,
