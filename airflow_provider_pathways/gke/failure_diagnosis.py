@@ -11,7 +11,7 @@ from typing import Any
 from airflow_provider_pathways.failure_class import FailureClass
 from airflow_provider_pathways.gke import naming, tpu
 from airflow_provider_pathways.gke.object_fields import labels_of, reason_text, true_conditions
-from airflow_provider_pathways.gke.status import REPLICATED_JOB_LABEL, parse_time
+from airflow_provider_pathways.gke.status import REPLICATED_JOB_LABEL, RESTART_ATTEMPT_LABEL, parse_time
 
 # Pod status reasons that mean the node or the scheduler took the pod away.
 _DISRUPTION_POD_REASONS = frozenset(
@@ -213,8 +213,20 @@ def evicted_workload(workloads: Iterable[Mapping[str, Any]]) -> str | None:
     return None
 
 
-def _attempt_start(jobset: Mapping[str, Any]) -> float | None:
-    """When the JobSet's current attempt started: its latest startup condition, else its creation."""
+def _attempt_start(jobset: Mapping[str, Any], jobs: Iterable[Mapping[str, Any]]) -> float | None:
+    """When the JobSet's current attempt started: the creation of its first Job of that attempt
+    (label ``restart-attempt`` equal to ``status.restarts``, jobset_controller.go), else its latest
+    startup condition, else its creation. Not the startup conditions first: the controller marks
+    startup completed a reconcile after the last slice became ready, and a slice lost in between
+    belongs to this attempt."""
+    attempt = str((jobset.get("status") or {}).get("restarts", 0) or 0)
+    created = [
+        parse_time((job.get("metadata") or {}).get("creationTimestamp"))
+        for job in jobs
+        if labels_of(job).get(RESTART_ATTEMPT_LABEL) == attempt
+    ]
+    if known_jobs := [s for s in created if s is not None]:
+        return min(known_jobs)
     stamps = [
         parse_time(c.get("lastTransitionTime"))
         for c in (jobset.get("status") or {}).get("conditions") or []
@@ -248,7 +260,7 @@ def diagnose_failure(
     # failure with a known exit code, then node-loss events (time-stamped to the second, so an
     # earlier attempt's events must not excuse a program that failed on its own). A DATA_LOSS with no
     # lost slice or pod behind it is the program's own failure.
-    since = _attempt_start(jobset)
+    since = _attempt_start(jobset, jobs)
     overuse = _evicted_for_own_usage(pods, events, prefixes, since)
     program = _failed_main_container(pods, head_replicated_job, main_container)
     if overuse:

@@ -166,6 +166,65 @@ def test_preemption_events_of_an_earlier_attempt_do_not_excuse_a_program_failure
     hook.delete_job(spec.name, NS)
 
 
+def test_a_slice_lost_before_the_controller_marked_startup_completed_is_a_preemption() -> None:
+    """jobset_controller.go sets StartupPolicyCompleted a reconcile after the last slice started
+    (and labels every Job with its restart-attempt): a node lost in between, its events a second
+    older than the condition, still belongs to the current attempt."""
+    from airflow_provider_pathways.gke.summary import summarize
+
+    jobset = _jobset(
+        False,
+        [
+            {
+                "type": "StartupPolicyCompleted",
+                "status": "True",
+                "lastTransitionTime": "2026-01-01T00:00:11Z",
+            },
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "FailedJobs",
+                "lastTransitionTime": "2026-01-01T00:00:12Z",
+            },
+        ],
+    )
+    jobset["status"]["restarts"] = 0
+    jobs = [
+        {
+            "metadata": {
+                "name": f"train-{rjob}-0",
+                "creationTimestamp": "2026-01-01T00:00:09Z",
+                "labels": {
+                    "jobset.sigs.k8s.io/replicatedjob-name": rjob,
+                    "jobset.sigs.k8s.io/restart-attempt": "0",
+                },
+            },
+            "status": {},
+        }
+        for rjob in ("pathways-head", "worker")
+    ]
+    events = [
+        {
+            "involvedObject": {"kind": "Pod", "name": "train-worker-0-0-abcde"},
+            "reason": "NodeNotReady",
+            "message": "Node is not ready",
+            "lastTimestamp": "2026-01-01T00:00:10Z",
+        }
+    ]
+    status = summarize(
+        name="train",
+        namespace=NS,
+        pathways_job=None,
+        jobset=jobset,
+        jobs=jobs,
+        events=events,
+        log_tail="step 3\njax.errors.JaxRuntimeError: DATA_LOSS: slice 0 lost",
+        expect_pathways_job=False,
+    )
+    assert status.failure is FailureClass.PREEMPTED, status.message
+    assert "NodeNotReady" in status.message and "DATA_LOSS" in status.message
+
+
 # ---------------------------------------------------------------------- summarize, object by object
 
 
