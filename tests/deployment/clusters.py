@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -99,14 +100,18 @@ class KubeCluster:
             if self.list(namespace, resource)
         }
 
-    def wait_program_running(self, namespace: str, timeout: float) -> dict[str, Any]:
-        """Wait until a JobSet in ``namespace`` has every slice ready and its head pod running."""
+    def wait_program_running(
+        self, namespace: str, timeout: float, other_than: Iterable[str] = ()
+    ) -> dict[str, Any]:
+        """Wait until a JobSet in ``namespace`` (none of the uids ``other_than``) has every slice
+        ready and its head pod running."""
+        skip = set(other_than)
 
         def running() -> dict[str, Any] | None:
             pods = {p["metadata"]["name"]: p for p in self.list(namespace, "pods")}
             for jobset in self.list(namespace, "jobsets"):
                 status = jobset.get("status") or {}
-                if status.get("terminalState"):
+                if status.get("terminalState") or jobset["metadata"]["uid"] in skip:
                     continue
                 workers = next(
                     (r for r in status.get("replicatedJobsStatus") or [] if r.get("name") == "worker"), {}
@@ -197,6 +202,10 @@ class SlurmCluster:
             key, _, value = token.partition("=")
             record.setdefault(key, value)
         return record
+
+    def comment(self, job_id: int | str) -> str:
+        """The job's comment (``squeue -o %k``: it may hold spaces)."""
+        return self.run("squeue", "-h", "-j", str(job_id), "-o", "%k", check=False).stdout.strip()
 
     def state(self, job_id: int | str) -> str:
         return self.show(job_id).get("JobState", "UNKNOWN")

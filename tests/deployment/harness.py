@@ -472,11 +472,14 @@ class Airflow:
                         until_finished=False,
                     )
 
-    def clear_finished(self, dag_id: str, run_id: str, task_id: str) -> int:
-        """Clear a finished task instance through the API, as a user does in the UI (its run runs
-        again); returns the try number the cleared task will run as."""
+    def clear(
+        self, dag_id: str, run_id: str, task_id: str, states: tuple[str, ...] = ("success", "failed")
+    ) -> int:
+        """Clear a task instance in one of ``states`` through the API, as a user does in the UI (a
+        running one is killed first; its run runs again); returns the try number the cleared task
+        will run as."""
         ti = self.task_instance(dag_id, run_id, task_id)
-        assert ti["state"] in ("success", "failed"), f"{dag_id}.{task_id} has not finished: {ti['state']}"
+        assert ti["state"] in states, f"{dag_id}.{task_id} is {ti['state']}, not one of {states}"
         self.api.post(
             f"dags/{_q(dag_id)}/clearTaskInstances",
             {
@@ -491,6 +494,29 @@ class Airflow:
         return int(ti["try_number"]) + 1
 
     # ---- breaking things --------------------------------------------------------------------------
+
+    def freeze_process_of(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int = -1
+    ) -> list[psutil.Process]:
+        """SIGSTOP the running task's supervisor (the executor's worker), the task process and its
+        children, as a worker cut off by a network partition: no heartbeats, nothing done, until
+        :meth:`thaw`. Returns the frozen processes, the supervisor first, then the task process."""
+        ti = self.task_instance(dag_id, run_id, task_id, map_index)
+        assert ti["state"] == "running", f"{dag_id}.{task_id} is {ti['state']}, not running"
+        task = psutil.Process(int(ti["pid"]))
+        supervisor = task.parent()
+        assert supervisor is not None, f"task process {task.pid} has no parent"
+        frozen = [supervisor, task, *task.children(recursive=True)]
+        for proc in frozen:
+            proc.send_signal(signal.SIGSTOP)
+        return frozen
+
+    @staticmethod
+    def thaw(frozen: list[psutil.Process]) -> None:
+        """SIGCONT what :meth:`freeze_process_of` froze (the partition heals)."""
+        for proc in frozen:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(signal.SIGCONT)
 
     def kill_process_of(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, int]:
         """SIGKILL the running task's process and its supervisor (the executor's worker), as a lost worker.

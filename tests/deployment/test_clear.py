@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.deployment.harness import TaskOutcome, outcome
+from tests.deployment.harness import TaskOutcome, outcome, wait_for
 from tests.deployment.scenarios import Stage, scenario
-from tests.deployment.steps import WAIT, gke_end_program, gke_waiting, namespace
+from tests.deployment.steps import WAIT, gke_end_program, gke_waiting, namespace, task_waiting
 
 CASES = ("success", "kept_failure")
 
@@ -22,7 +22,7 @@ def gke_clear(stage: Stage, name: str, case: str) -> TaskOutcome:
     gke_end_program(stage, dag_id, job, exit_code=0 if case == "success" else 3)
     airflow.wait_run(dag_id, run_id, WAIT)
     first = airflow.task_instance(dag_id, run_id, "train")["state"]
-    again = airflow.clear_finished(dag_id, run_id, "train")
+    again = airflow.clear(dag_id, run_id, "train")
     if case == "kept_failure":  # the cleared try runs a fresh job: end its program well
         gke_end_program(stage, dag_id, gke_waiting(stage, dag_id, run_id, "deferred", again))
     airflow.wait_ti(
@@ -58,3 +58,40 @@ def test_a_cleared_task_reports_a_success_again_and_is_never_stuck_on_a_reported
         assert "and an earlier try reported it; submitting a fresh job" in log
         assert len(seen.extra["jobs"]) == 2  # the kept failed job, and the cleared try's own
         assert seen.extra["program_runs"] == 2
+
+
+MODES = ("deferred", "polling")
+
+
+@scenario("gke_clear_running[{mode}]", mode=MODES)
+def gke_clear_running(stage: Stage, name: str, mode: str) -> TaskOutcome:
+    airflow = stage.airflow
+    dag_id = f"gke_clear_running_{mode}"
+    ns = namespace(dag_id)
+    run_id = airflow.trigger(dag_id)
+    first = stage.kube.wait_program_running(ns, WAIT)
+    task_waiting(stage, dag_id, run_id, mode)
+    wait_for(lambda: airflow.state_store(dag_id, run_id, "train"), f"{dag_id} to keep its job", WAIT, 1.0)
+    again = airflow.clear(dag_id, run_id, "train", states=("running", "deferred"))
+    second = stage.kube.wait_program_running(ns, WAIT, other_than={first["metadata"]["uid"]})
+    task_waiting(stage, dag_id, run_id, mode, again)
+    gke_end_program(stage, dag_id, second["metadata"]["name"])
+    airflow.wait_run(dag_id, run_id, WAIT)
+    seen = outcome(airflow, dag_id, run_id, xcom_keys=("status",))
+    seen.extra["again"] = again
+    seen.extra["jobs"] = stage.kube.jobs_created(ns)
+    seen.extra["program_runs"] = stage.kube.program_runs(ns)
+    seen.extra["leftovers"] = stage.kube.leftovers(ns)
+    return seen
+
+
+@pytest.mark.scenario("gke_clear_running[{mode}]")
+@pytest.mark.parametrize("mode", MODES)
+def test_a_task_cleared_while_it_runs_deletes_its_job_and_runs_a_fresh_one(
+    seen: TaskOutcome, mode: str
+) -> None:
+    assert (seen.state, seen.try_number) == ("success", seen.extra["again"])
+    assert "Deleted" in seen.log(1) and "task killed" in seen.log(1)  # delete_on includes kill
+    assert len(seen.extra["jobs"]) == 2 and seen.extra["program_runs"] == 2
+    assert seen.xcom["status"]["phase"] == "succeeded"
+    assert seen.extra["leftovers"] == {}

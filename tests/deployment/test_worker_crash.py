@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_pathways.gke.ownership import FOLLOWED_BY_TRY
 from tests.deployment.harness import FINISHED_TI_STATES, TaskOutcome, outcome, wait_for
 from tests.deployment.scenarios import Stage, scenario
 from tests.deployment.steps import WAIT, gke_end_program, gke_waiting, namespace, slurm_waiting
@@ -61,6 +62,33 @@ class Crash:
             1.0,
         )
         return self.job
+
+    @property
+    def namespace(self) -> str:
+        return namespace(self.dag_id)
+
+    def wait_marked(self, try_number: int) -> None:
+        """Wait until try ``try_number`` has marked the job as the one it follows (GKE: the
+        ``followed-by-try`` annotation of the PathwaysJob; Slurm: ``try=<n>`` in the job's comment)."""
+        if self.gke:
+            wanted = str(try_number)
+            wait_for(
+                lambda: any(
+                    (o["metadata"].get("annotations") or {}).get(FOLLOWED_BY_TRY) == wanted
+                    for o in self.stage.kube.list(self.namespace, "pathwaysjobs")
+                ),
+                f"the job of {self.dag_id} marked as followed by try {try_number}",
+                WAIT,
+                1.0,
+            )
+        else:
+            wait_for(
+                lambda: self.stage.slurm.comment(self.job).endswith(f" try={try_number}"),
+                f"Slurm job {self.job} marked as followed by try {try_number}",
+                WAIT,
+                1.0,
+                describe=lambda: self.stage.slurm.comment(self.job),
+            )
 
     def kill_worker(self) -> dict[str, int]:
         return self.airflow.kill_process_of(self.dag_id, self.run_id, "train")

@@ -102,8 +102,9 @@ with dag("gke_failover"):
     train("gke_failover", deferrable=True, retries=0, annotations=GATED)
 
 # 3. The worker dies during a polling wait; the retry reattaches; then the job succeeds, fails or
-#    is preempted.
-for outcome in ("success", "fail", "preempt"):
+#    is preempted. Or the worker is cut off (frozen) until a retry has reattached, then comes back
+#    ("superseded").
+for outcome in ("success", "fail", "preempt", "superseded"):
     with dag(f"gke_crash_{outcome}"):
         train(f"gke_crash_{outcome}", deferrable=False, retries=2, annotations=GATED)
 
@@ -140,3 +141,30 @@ with dag("gke_clear_kept_failure"):
     train(
         "gke_clear_kept_failure", deferrable=True, retries=0, delete_on=("success", "kill"), annotations=GATED
     )
+
+# A task cleared while its job runs (deferred and polling): the try is killed, its job deleted
+# (``kill`` is in the default ``delete_on``), and the cleared try runs a fresh job.
+for mode, deferrable in (("deferred", True), ("polling", False)):
+    with dag(f"gke_clear_running_{mode}"):
+        train(f"gke_clear_running_{mode}", deferrable=deferrable, retries=0, annotations=GATED)
+
+# A mapped task of 3 indexes, deferred and polling: each index follows and reports its own job.
+MAPPED = 3
+for mode, deferrable in (("deferred", True), ("polling", False)):
+    with dag(f"gke_mapped_{mode}"):
+        PathwaysJobOperator.partial(
+            task_id="train",
+            job=spec(),
+            namespace=namespace(f"gke_mapped_{mode}"),
+            kubernetes_conn_id="gke_sandbox",
+            deferrable=deferrable,
+            retries=0,
+            poll_interval=2,
+            annotations=GATED,
+            retry_policy=FAST_RETRY,
+        ).expand(labels=[{"shard": str(i)} for i in range(MAPPED)])
+
+# One fixed job name (``name=``) for every run of the DAG: a run never follows, deletes or reports
+# the job another run made under that name.
+with dag("gke_fixed_name"):
+    train("gke_fixed_name", name="shared-train", deferrable=True, retries=0, annotations=GATED)

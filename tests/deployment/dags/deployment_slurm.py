@@ -113,8 +113,9 @@ for t in TRANSPORTS:
     with dag(f"slurm_failover_{t}"):
         workload(t, deferrable=True, retries=0)
 
-    # 3. The worker dies during a polling wait; then the job succeeds, fails or is preempted.
-    for outcome in ("success", "fail", "preempt"):
+    # 3. The worker dies during a polling wait; then the job succeeds, fails or is preempted. Or it is
+    #    cut off (frozen) until a retry has reattached, then comes back ("superseded").
+    for outcome in ("success", "fail", "preempt", "superseded"):
         with dag(f"slurm_crash_{outcome}_{t}"):
             partition = "preemptible" if outcome == "preempt" else "high"
             workload(t, deferrable=False, retries=2, partition=partition)
@@ -140,3 +141,21 @@ for t in TRANSPORTS:
     for mode, deferrable in (("deferrable", True), ("polling", False)):
         with dag(f"slurm_outage_{mode}_{t}"):
             workload(t, gate=True, deferrable=deferrable, retries=0)
+
+# A mapped task of 3 indexes, deferred and polling (over slurmrestd): each index follows and
+# reports its own job (the gated program of every index waits for the same release file).
+for mode, deferrable in (("deferred", True), ("polling", False)):
+    with dag(f"slurm_mapped_{mode}"):
+        SlurmJobOperator.partial(
+            task_id="train",
+            slurm_conn_id="slurm_rest",
+            script=GATED_WORKLOAD,
+            job_name=JOB_NAME,
+            working_directory="{{ params.workdir }}",
+            environment={"RELEASE": f"{FILES}.release", "RUNS": f"{FILES}.runs"},
+            partition="high",
+            deferrable=deferrable,
+            retries=0,
+            poll_interval=2,
+            retry_policy=FAST_RETRY,
+        ).expand(log_tail_lines=[10, 11, 12])
