@@ -1,6 +1,8 @@
 """What a new try does with the job an earlier try of the same task instance submitted.
 
-One rule set for GKE and Slurm: a job still running or queued is followed; one that succeeded is
+One rule set for GKE and Slurm: a job still running or queued is followed, unless the task was
+cleared since a try last followed it and the task's kill ends its job (then it is deleted or
+cancelled, as the clear's kill would have, and a fresh job is submitted); one that succeeded is
 reported without running it again; one that ended by preemption, eviction, node loss or another
 infrastructure failure (or for a reason nobody could classify) is replaced by a fresh job; one
 whose program failed or whose spec was refused fails the task at once, and the program never runs
@@ -13,7 +15,7 @@ and leaves the failed one as it is.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -62,13 +64,25 @@ class ReattachAction(str, Enum):
     FAIL = "fail"
     SUBMIT = "submit"
     """Submit a fresh job and leave the ended one as it is (its failure was already reported)."""
+    RESTART = "restart"
+    """The task was cleared while its job ran: delete or cancel the job, as the kill of the cleared
+    try would have (a cleared deferred task can start again before its trigger is killed), and
+    submit a fresh one."""
 
 
-def reattach_action(judgement: JobJudgement, reported: Verdict | None = None) -> ReattachAction:
+def reattach_action(
+    judgement: JobJudgement,
+    reported: Verdict | None = None,
+    *,
+    cleared: bool = False,
+    kill_ends_job: bool = False,
+) -> ReattachAction:
     """The action for a job an earlier try submitted, from its judgement and the outcome an
-    earlier try already reported for it (None after a crash: nobody reported anything)."""
+    earlier try already reported for it (None after a crash: nobody reported anything).
+    ``cleared``: the task was cleared since a try last followed the job; ``kill_ends_job``: the
+    task's kill deletes or cancels its job."""
     if judgement.verdict is Verdict.ACTIVE:
-        return ReattachAction.FOLLOW
+        return ReattachAction.RESTART if cleared and kill_ends_job else ReattachAction.FOLLOW
     if reported is Verdict.FAILED:  # also a job that succeeded after a wait_until="ready" try failed
         return ReattachAction.SUBMIT
     if judgement.verdict is Verdict.SUCCEEDED:
@@ -79,7 +93,7 @@ def reattach_action(judgement: JobJudgement, reported: Verdict | None = None) ->
     return ReattachAction.REPLACE
 
 
-_JOB, _REPORTED, _OUTCOME = "job", "reported", "outcome"
+_JOB, _REPORTED, _OUTCOME, _MAX_TRIES = "job", "reported", "outcome", "max_tries"
 
 
 @dataclass(frozen=True)
@@ -89,11 +103,15 @@ class KeptJob:
     ``job``: the backend's id of the job. ``reported``: the outcome a try already reported to
     Airflow (None while nobody has: the try that followed it may have crashed). ``outcome``: what
     that try observed, so that a success is reported again once the job itself is gone.
+    ``max_tries``: the task instance's ``max_tries`` when a try last submitted or followed the
+    job. Airflow raises it only when the task is cleared, so a larger one on a new try means the
+    task was cleared since (not retried).
     """
 
     job: Any
     reported: Verdict | None = None
     outcome: Any = None
+    max_tries: int | None = None
 
     def to_stored(self) -> dict[str, Any]:
         stored: dict[str, Any] = {_JOB: self.job}
@@ -101,6 +119,8 @@ class KeptJob:
             stored[_REPORTED] = self.reported.value
         if self.outcome is not None:
             stored[_OUTCOME] = self.outcome
+        if self.max_tries is not None:
+            stored[_MAX_TRIES] = self.max_tries
         return stored
 
     @classmethod
@@ -113,9 +133,20 @@ class KeptJob:
                 verdict = Verdict(reported) if reported is not None else None
             except ValueError:
                 verdict = None
-            return cls(value[_JOB], verdict, value.get(_OUTCOME))
+            max_tries = value.get(_MAX_TRIES)
+            return cls(
+                value[_JOB],
+                verdict,
+                value.get(_OUTCOME),
+                max_tries if isinstance(max_tries, int) and not isinstance(max_tries, bool) else None,
+            )
         return cls(value)
 
     def reporting(self, verdict: Verdict, outcome: Any = None) -> KeptJob:
         """The same job, its outcome reported."""
-        return KeptJob(self.job, verdict, outcome)
+        return replace(self, reported=verdict, outcome=outcome)
+
+    def cleared_since(self, max_tries: int | None) -> bool:
+        """Whether the task instance was cleared after a try last submitted or followed the job
+        (its ``max_tries`` is now ``max_tries``); False when either is unknown."""
+        return self.max_tries is not None and max_tries is not None and max_tries > self.max_tries

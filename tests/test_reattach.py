@@ -52,6 +52,36 @@ def test_the_kept_job_keeps_the_reported_outcome_and_reads_ids_kept_before_outco
 
 
 @pytest.mark.parametrize(
+    ("cleared", "kill_ends_job", "action"),
+    [
+        # Airflow 3.3 sets a cleared deferred task to None at once (clear_task_instances), so its new
+        # try can read the kept job before the triggerer killed the old trigger: the new try ends
+        # the job as that kill would have, and runs a fresh one
+        (True, True, ReattachAction.RESTART),
+        (True, False, ReattachAction.FOLLOW),  # the kill keeps the job: so does the cleared try
+        (False, True, ReattachAction.FOLLOW),  # a retry after a crash reattaches
+    ],
+)
+def test_a_job_still_running_when_its_task_was_cleared_is_ended_as_the_kill_would(
+    cleared: bool, kill_ends_job: bool, action: ReattachAction
+) -> None:
+    judgement = JobJudgement.active("RUNNING")
+    assert reattach_action(judgement, None, cleared=cleared, kill_ends_job=kill_ends_job) is action
+
+
+def test_a_clear_is_told_from_a_retry_by_max_tries() -> None:
+    """Airflow raises ``max_tries`` only when it clears a task (``clear_task_instances``, and the
+    scheduler for a cleared running task it terminated); a retry keeps it."""
+    kept = KeptJob(42, max_tries=2)
+    assert KeptJob.from_stored(kept.to_stored()) == kept
+    assert kept.reporting(Verdict.SUCCEEDED).max_tries == 2
+    assert kept.cleared_since(3) and not kept.cleared_since(2)
+    assert not KeptJob(42).cleared_since(3)  # kept before max_tries was: a retry, as before
+    assert not kept.cleared_since(None)
+    assert KeptJob.from_stored({"job": 7, "max_tries": "2"}).max_tries is None
+
+
+@pytest.mark.parametrize(
     ("judgement", "action"),
     [
         (JobJudgement.active("RUNNING"), ReattachAction.FOLLOW),

@@ -380,6 +380,9 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
     def discards_failed_jobs(self) -> bool:
         return "failure" in self.delete_on
 
+    def discards_when_killed(self) -> bool:
+        return "kill" in self.delete_on or self._is_queued()
+
     def _is_queued(self) -> bool:
         return self._status is not None and self._status.phase is Phase.QUEUED
 
@@ -472,5 +475,5 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
 
     def on_kill(self) -> None:
         """Delete the job when the running task is killed (always while queued); harmless if gone."""
-        if "kill" in self.delete_on or self._is_queued():
+        if self.discards_when_killed():
             self.release("task killed")

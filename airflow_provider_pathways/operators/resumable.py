@@ -6,7 +6,7 @@ import contextlib
 import time
 from abc import abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -118,6 +118,11 @@ class ReattachingJobOperator(BaseOperator):
     @abstractmethod
     def discards_when_giving_up(self) -> bool:
         """Whether a job the task gives up on is deleted or cancelled (``delete_on``/``cancel_on_kill``)."""
+
+    @abstractmethod
+    def discards_when_killed(self) -> bool:
+        """Whether the task's kill deletes or cancels its job (``kill`` in ``delete_on``,
+        ``cancel_on_kill``)."""
 
     def discards_failed_jobs(self) -> bool:
         """Whether the task deletes a job that failed (``failure`` in ``delete_on``): a new try then
@@ -283,13 +288,18 @@ class ReattachingJobOperator(BaseOperator):
                     "learning its id (the answer was lost, or the try died first); not submitting again",
                     self.describe_job(adopted),
                 )
-                if store is not None:
-                    store.set(self.external_id_key, KeptJob(adopted).to_stored())
+                self._keep(context, KeptJob(adopted))
                 return self.follow_job(adopted, context)
         external_id = self.submit_job(context)
-        if store is not None and external_id is not None:
-            store.set(self.external_id_key, KeptJob(external_id).to_stored())
+        if external_id is not None:
+            self._keep(context, KeptJob(external_id))
         return self.follow_job(external_id, context)
+
+    def _keep(self, context: Context, kept: KeptJob) -> None:
+        """Keep the job this try follows, with the task instance's ``max_tries`` of now."""
+        store = context.get("task_state_store")
+        if store is not None:
+            store.set(self.external_id_key, replace(kept, max_tries=_max_tries(context)).to_stored())
 
     def adopt_unclaimed_job(self, context: Context) -> JsonValue | None:
         """A job an earlier try of this task instance submitted and kept no id of, still active; None
@@ -298,15 +308,27 @@ class ReattachingJobOperator(BaseOperator):
 
     def _reattach(self, kept: KeptJob, judgement: JobJudgement, context: Context) -> Any:
         stored = kept.job
-        action = reattach_action(judgement, kept.reported)
+        cleared = kept.cleared_since(_max_tries(context))
+        action = reattach_action(
+            judgement, kept.reported, cleared=cleared, kill_ends_job=cleared and self.discards_when_killed()
+        )
         job = self.describe_job(stored)
         detail = f": {judgement.message}" if judgement.message else ""
         if action is ReattachAction.FOLLOW:
             self.log.info("Reattaching to %s, submitted by an earlier try%s", job, detail)
-            store = context.get("task_state_store")
-            if kept.reported is not None and store is not None:  # it runs again: nothing reported yet
-                store.set(self.external_id_key, KeptJob(stored).to_stored())
+            if kept.reported is not None or cleared:  # it runs again: nothing reported yet
+                self._keep(context, KeptJob(stored))
             return self.follow_job(stored, context)
+        if action is ReattachAction.RESTART:
+            self.log.warning(
+                "%s still runs, but the task was cleared since an earlier try followed it; ending it "
+                "as the kill does, and submitting a fresh job%s",
+                job,
+                detail,
+            )
+            self.discard_job(stored, "the task was cleared", wait=True)
+            self.forget_job(context)
+            return _SUBMIT
         if action is ReattachAction.REPORT_SUCCESS:
             self.log.info("%s succeeded after an earlier try ended; reporting it, not running it again", job)
             return self.finish_job(context, stored)
@@ -365,6 +387,11 @@ class ReattachingJobOperator(BaseOperator):
         if store is not None:
             with contextlib.suppress(Exception):  # best effort; a stale id is judged again
                 store.delete(self.external_id_key)
+
+
+def _max_tries(context: Context) -> int | None:
+    max_tries = getattr(context.get("ti"), "max_tries", None)
+    return max_tries if isinstance(max_tries, int) else None
 
 
 _SUBMIT = object()

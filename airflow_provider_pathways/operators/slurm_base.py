@@ -334,6 +334,9 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
     def discards_when_giving_up(self) -> bool:
         return self.cancel_on_kill
 
+    def discards_when_killed(self) -> bool:
+        return self.cancel_on_kill
+
     def resume(self, context: Context, event: dict[str, Any], job_id: int | None) -> None:
         """Common checks when the trigger fired: the job id back (from the operator's ``kwargs``, else
         the event; both this task instance's own, also when it is mapped), timeouts and trigger
@@ -356,5 +359,5 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
     def on_kill(self) -> None:
         """Cancel the job when the running task is killed, unless a newer try of the task instance
         follows it; harmless if it already ended."""
-        if self.cancel_on_kill and not self.newer_try_follows():
+        if self.discards_when_killed() and not self.newer_try_follows():
             self._cancel("task killed")

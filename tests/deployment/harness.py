@@ -14,7 +14,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -168,11 +168,12 @@ class Airflow:
         self.deployment = deployment
         self.api = deployment.api
         self._snapshots = _Snapshots(self, poll_interval)
-        self._triggerer_lock = threading.Lock()
+        self._triggerer_lock = threading.RLock()
         self.killed_triggerer_jobs: set[int] = set()
         self._scan_lock = threading.Lock()
         self._scan: set[str] = set()
         self._scan_time = 0.0
+        self._triggered: dict[str, list[RunRef]] = {}
 
     def close(self) -> None:
         self._snapshots.stop()
@@ -208,8 +209,27 @@ class Airflow:
         self.unpause(dag_id)
         run = self.api.post(f"dags/{_q(dag_id)}/dagRuns", {"logical_date": None, "conf": conf or {}})
         ref = RunRef(dag_id, run["dag_run_id"])
+        self._triggered.setdefault(threading.current_thread().name, []).append(ref)
         self._snapshots.watch(ref)
         return ref.run_id
+
+    def report_runs(self, thread: str, tail: int = 4000) -> str:
+        """The end of every try's log of the runs the thread ``thread`` triggered, with states (for a
+        scenario that failed before it gathered its evidence)."""
+        parts = []
+        for ref in self._triggered.get(thread, []):
+            for ti in self.task_instances(ref.dag_id, ref.run_id):
+                task, index = ti["task_id"], int(ti.get("map_index", -1))
+                for attempt in range(1, int(ti.get("try_number") or 0) + 1):
+                    try:
+                        text = self.task_log(ref.dag_id, ref.run_id, task, attempt, index)
+                    except AirflowApiError as err:
+                        text = f"(no log: {err})"
+                    parts.append(
+                        f"----- {ref.dag_id}/{ref.run_id} {task}[{index}] try {attempt} "
+                        f"(now {ti['state']} try {ti['try_number']})\n{text[-tail:]}"
+                    )
+        return "\n".join(parts)
 
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self.api.get(RunRef(dag_id, run_id).path)
@@ -432,6 +452,14 @@ class Airflow:
             describe=lambda: seen[0][-1500:],
         )
         return seen[0]
+
+    @contextlib.contextmanager
+    def user_acting(self) -> Iterator[None]:
+        """No triggerer is killed in this block: a user's kill of a deferred task runs the trigger's
+        ``on_kill`` on the triggerer that took it in, and a triggerer killed meanwhile cuts it off (Airflow
+        does not run it again elsewhere), which is another story than the user's action."""
+        with self._triggerer_lock:
+            yield
 
     def mark_task_failed(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> None:
         """Set the task instance's state to failed through the API, as a user in the UI does.

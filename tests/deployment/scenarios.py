@@ -10,6 +10,7 @@ preemption for several jobs) meet in a :class:`Rendezvous`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
@@ -194,6 +195,10 @@ class Runner:
         registered = REGISTRY[name]
         try:
             return registered.fn(self.stage, name=name, **registered.params)
+        except BaseException as err:
+            with contextlib.suppress(Exception):  # the logs of its runs say what the scenario met
+                err.add_note(self.stage.airflow.report_runs(threading.current_thread().name))
+            raise
         finally:
             self.took[name] = round(time.monotonic() - self.started)
             if registered.drill is not None:

@@ -91,7 +91,11 @@ def test_a_task_cleared_while_it_runs_deletes_its_job_and_runs_a_fresh_one(
     seen: TaskOutcome, mode: str
 ) -> None:
     assert (seen.state, seen.try_number) == ("success", seen.extra["again"])
-    assert "Deleted" in seen.log(1) and "task killed" in seen.log(1)  # delete_on includes kill
+    # delete_on includes kill: the killed try deletes its job; a cleared deferred task can start
+    # again before its trigger is killed (Airflow sets it to None at once), and then the new try
+    # ends the job the same way
+    killed = "Deleted" in seen.log(1) and "task killed" in seen.log(1)
+    assert killed or "the task was cleared since an earlier try followed it" in seen.log(seen.extra["again"])
     assert len(seen.extra["jobs"]) == 2 and seen.extra["program_runs"] == 2
     assert seen.xcom["status"]["phase"] == "succeeded"
     assert seen.extra["leftovers"] == {}

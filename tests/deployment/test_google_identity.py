@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from tests.deployment.conftest import GOOGLE_TOKEN_LIFETIME
-from tests.deployment.harness import TaskOutcome, outcome
+from tests.deployment.harness import TaskOutcome, outcome, wait_for
 from tests.deployment.scenarios import Stage, scenario
+from tests.deployment.steps import gke_end_program, gke_waiting
 
 RUN_TIMEOUT = 300
+RENEWALS = 15 // GOOGLE_TOKEN_LIFETIME  # tokens a 15-second wait needs
 
 
 @scenario("gke_google")
@@ -20,6 +22,16 @@ def gke_google(stage: Stage, name: str) -> TaskOutcome:
     dag_id = "gke_google"
     grants_before = stage.google.control("google")["grants"]
     run_id = stage.airflow.trigger(dag_id)
+    job = gke_waiting(stage, dag_id, run_id, "deferred")
+    # The program runs until the deferred wait has renewed its token several times (a program that
+    # ends on its own could end before Airflow took in the deferral).
+    wait_for(
+        lambda: stage.google.control("google")["grants"] - grants_before >= RENEWALS,
+        f"{RENEWALS} access tokens granted during the wait",
+        RUN_TIMEOUT,
+        1.0,
+    )
+    gke_end_program(stage, dag_id, job)
     stage.airflow.wait_run(dag_id, run_id, RUN_TIMEOUT)
     seen = outcome(stage.airflow, dag_id, run_id, xcom_keys=("status",))
     requests = stage.google.control("requests")
@@ -36,5 +48,5 @@ def test_a_deferred_wait_outlives_its_google_access_tokens(seen: TaskOutcome) ->
     assert "step 100: loss=0.5" in seen.log()
     extra: dict[str, Any] = seen.extra
     assert extra["unauthorized"] == 0  # no request went out with an expired token
-    assert extra["grants"] >= 15 // GOOGLE_TOKEN_LIFETIME  # renewed along the 15-second program
+    assert extra["grants"] >= RENEWALS  # renewed along the wait
     assert extra["endpoints"] == ["public"]  # the endpoint the GKE API gave

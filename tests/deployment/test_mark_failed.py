@@ -40,10 +40,11 @@ def mark_failed(stage: Stage, name: str, platform: str, mode: str) -> TaskOutcom
             0.3,
         )
         _service_waiting(stage, dag_id, run_id, mode)
-    airflow.mark_task_failed(dag_id, run_id, task_id)
-    airflow.wait_run(dag_id, run_id, WAIT)
-    seen = outcome(airflow, dag_id, run_id, task_id, xcom_keys=("job_id",))
-    seen.extra["left"] = _wait_cleaned_up(stage, kind, dag_id, seen)
+    with airflow.user_acting():  # until the kill had its chance to clean up
+        airflow.mark_task_failed(dag_id, run_id, task_id)
+        airflow.wait_run(dag_id, run_id, WAIT)
+        seen = outcome(airflow, dag_id, run_id, task_id, xcom_keys=("job_id",))
+        seen.extra["left"] = _wait_cleaned_up(stage, kind, dag_id, seen)
     return seen
 
 

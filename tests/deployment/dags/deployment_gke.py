@@ -86,7 +86,7 @@ with dag("gke_fanout", max_active_tasks=64):
     ).expand(labels=[{"shard": str(i)} for i in range(FANOUT)])
 
 # A cluster reached with a Google identity (Cloud Composer's way): the wait outlives several access
-# tokens of 3 seconds, in the triggerer.
+# tokens of 3 seconds, in the triggerer (the program is gated: the test ends it).
 with dag("gke_google"):
     train(
         "gke_google",
@@ -94,7 +94,7 @@ with dag("gke_google"):
         deferrable=True,
         retries=0,
         poll_interval=1,
-        annotations=knobs(program_seconds=15, program_log="step 100: loss=0.5"),
+        annotations=knobs(program_seconds=3600, program_log="step 100: loss=0.5"),
     )
 
 # 2. A triggerer dies during the deferred wait.

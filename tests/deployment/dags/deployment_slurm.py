@@ -159,3 +159,39 @@ for mode, deferrable in (("deferred", True), ("polling", False)):
             poll_interval=2,
             retry_policy=FAST_RETRY,
         ).expand(log_tail_lines=[10, 11, 12])
+
+# A slice of the service's worker array is lost (requeued) while the workload runs; the program dies
+# with DATA_LOSS, as a Pathways program does when a slice goes: a preemption, retried; the retry
+# finds the marker the first run left and finishes. Deferred over slurmrestd, polling over SSH.
+SLICE_LOST_WORKLOAD = """#!/bin/bash
+echo "program start job=$SLURM_JOB_ID restart=${SLURM_RESTART_COUNT:-0}" >> "$RUNS"
+if [ -e "$MARKER.failed" ]; then echo "second run: finishing"; exit 0; fi
+echo "step 1/3: loss=0.91"
+while [ ! -e "$MARKER" ]; do sleep 0.2; done
+touch "$MARKER.failed"
+echo "jax.errors.JaxRuntimeError: DATA_LOSS: lost the connection to slice 0" >&2
+exit 1
+"""
+for mode, deferrable, t in (("deferred", True, "rest"), ("polling", False, "ssh")):
+    with dag(f"slurm_slice_lost_{mode}_{t}"):
+        start = service(t, deferrable=deferrable, retries=0)
+        lost = SlurmJobOperator(
+            task_id="train",
+            slurm_conn_id=f"slurm_{t}",
+            script=SLICE_LOST_WORKLOAD,
+            job_name="{{ ti.dag_id }}-train-{{ params.tag }}",
+            working_directory="{{ params.workdir }}",
+            environment={"MARKER": f"{FILES}.marker", "RUNS": f"{FILES}.runs"},
+            worker_array_job_id="{{ ti.xcom_pull(task_ids='service', key='worker_array_job_id') }}",
+            partition="high",
+            deferrable=deferrable,
+            retries=1,
+            retry_delay=timedelta(seconds=1),
+            retry_policy=FAST_RETRY,
+            poll_interval=2,
+            log_tail_lines=10,
+        )
+        stop = CancelSlurmJobOperator(
+            task_id="stop", slurm_conn_id=f"slurm_{t}", job_ids=SERVICE_ID, cluster_env_path=f"{FILES}.env"
+        )
+        start >> lost >> stop.as_teardown(setups=start)
