@@ -11,7 +11,7 @@ import pytest
 from tests.deployment.conftest import GOOGLE_TOKEN_LIFETIME
 from tests.deployment.harness import TaskOutcome, outcome, wait_for
 from tests.deployment.scenarios import Stage, scenario
-from tests.deployment.steps import gke_end_program, gke_waiting
+from tests.deployment.steps import task_waiting
 
 RUN_TIMEOUT = 300
 RENEWALS = 15 // GOOGLE_TOKEN_LIFETIME  # tokens a 15-second wait needs
@@ -22,7 +22,7 @@ def gke_google(stage: Stage, name: str) -> TaskOutcome:
     dag_id = "gke_google"
     grants_before = stage.google.control("google")["grants"]
     run_id = stage.airflow.trigger(dag_id)
-    job = gke_waiting(stage, dag_id, run_id, "deferred")
+    task_waiting(stage, dag_id, run_id, "deferred")
     # The program runs until the deferred wait has renewed its token several times (a program that
     # ends on its own could end before Airflow took in the deferral).
     wait_for(
@@ -31,7 +31,10 @@ def gke_google(stage: Stage, name: str) -> TaskOutcome:
         RUN_TIMEOUT,
         1.0,
     )
-    gke_end_program(stage, dag_id, job)
+    # The cluster reached with a Google identity is its own stand-in (not ``stage.kube``).
+    jobsets = stage.google.request("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/gke-google/jobsets")
+    for jobset in jobsets["items"]:
+        stage.google.action("gke-google", jobset["metadata"]["name"], "complete-program")
     stage.airflow.wait_run(dag_id, run_id, RUN_TIMEOUT)
     seen = outcome(stage.airflow, dag_id, run_id, xcom_keys=("status",))
     requests = stage.google.control("requests")

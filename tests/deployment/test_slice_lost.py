@@ -40,6 +40,17 @@ def slice_lost(stage: Stage, name: str, case: str) -> TaskOutcome:
     marker = slurm.path(dag_id, "marker")
     marker.touch()
     marker.chmod(0o644)
+    task_waiting(stage, dag_id, run_id, mode, 2)
+    wait_for(
+        lambda: len(slurm.program_runs(dag_id)) >= 2,
+        f"the retry's program of {dag_id} to start",
+        WAIT,
+        0.5,
+        describe=lambda: slurm.queue(workload),
+    )
+    again = marker.with_name(f"{marker.name}.again")
+    again.touch()
+    again.chmod(0o644)
     stage.airflow.wait_run(dag_id, run_id, RUN_TIMEOUT)
     seen = outcome(stage.airflow, dag_id, run_id, xcom_keys=("return_value",))
     seen.extra["lost"] = lost

@@ -162,10 +162,14 @@ for mode, deferrable in (("deferred", True), ("polling", False)):
 
 # A slice of the service's worker array is lost (requeued) while the workload runs; the program dies
 # with DATA_LOSS, as a Pathways program does when a slice goes: a preemption, retried; the retry
-# finds the marker the first run left and finishes. Deferred over slurmrestd, polling over SSH.
+# finds the marker the first run left and finishes once the test lets it (a trigger that fires before
+# Airflow took in the deferral races the executor's report). Deferred over slurmrestd, polling over SSH.
 SLICE_LOST_WORKLOAD = """#!/bin/bash
 echo "program start job=$SLURM_JOB_ID restart=${SLURM_RESTART_COUNT:-0}" >> "$RUNS"
-if [ -e "$MARKER.failed" ]; then echo "second run: finishing"; exit 0; fi
+if [ -e "$MARKER.failed" ]; then
+  while [ ! -e "$MARKER.again" ]; do sleep 0.2; done
+  echo "second run: finishing"; exit 0
+fi
 echo "step 1/3: loss=0.91"
 while [ ! -e "$MARKER" ]; do sleep 0.2; done
 touch "$MARKER.failed"
