@@ -199,7 +199,7 @@ class ReattachingJobOperator(BaseOperator):
         from airflow.sdk.definitions.retry_policy import RetryAction
 
         ti = context.get("ti")
-        try_number, max_tries = getattr(ti, "try_number", None), getattr(ti, "max_tries", None)
+        try_number, max_tries = getattr(ti, "try_number", None), _max_tries(context)
         if not isinstance(try_number, int) or not isinstance(max_tries, int) or try_number > max_tries:
             return False
         policy = getattr(self, "retry_policy", None)
@@ -310,7 +310,7 @@ class ReattachingJobOperator(BaseOperator):
         stored = kept.job
         cleared = kept.cleared_since(_max_tries(context))
         action = reattach_action(
-            judgement, kept.reported, cleared=cleared, kill_ends_job=cleared and self.discards_when_killed()
+            judgement, kept.reported, cleared=cleared, kill_ends_job=self.discards_when_killed()
         )
         job = self.describe_job(stored)
         detail = f": {judgement.message}" if judgement.message else ""

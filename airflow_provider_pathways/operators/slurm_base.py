@@ -332,7 +332,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
     waiting_for = "done"
 
     def discards_when_giving_up(self) -> bool:
-        return self.cancel_on_kill
+        return self.discards_when_killed()
 
     def discards_when_killed(self) -> bool:
         return self.cancel_on_kill

@@ -94,6 +94,16 @@ def service(transport: str, **kwargs: Any) -> PathwaysSlurmServiceOperator:
     )
 
 
+def stop_service(transport: str) -> CancelSlurmJobOperator:
+    """The service's teardown: cancels the service job named in its ``cluster.env``."""
+    return CancelSlurmJobOperator(
+        task_id="stop",
+        slurm_conn_id=f"slurm_{transport}",
+        job_ids=SERVICE_ID,
+        cluster_env_path=f"{FILES}.env",
+    )
+
+
 for t in TRANSPORTS:
     # 1. Happy path, deferrable and polling: a workload, and the service with its teardown.
     for mode, deferrable in (("deferrable", True), ("polling", False)):
@@ -101,12 +111,7 @@ for t in TRANSPORTS:
             workload(t, deferrable=deferrable, retries=0)
         with dag(f"service_happy_{mode}_{t}"):
             start = service(t, deferrable=deferrable, retries=0)
-            stop = CancelSlurmJobOperator(
-                task_id="stop",
-                slurm_conn_id=f"slurm_{t}",
-                job_ids=SERVICE_ID,
-                cluster_env_path=f"{FILES}.env",
-            )
+            stop = stop_service(t)
             start >> stop.as_teardown(setups=start)
 
     # 2. A triggerer dies during the deferred wait.
@@ -195,7 +200,5 @@ for mode, deferrable, t in (("deferred", True, "rest"), ("polling", False, "ssh"
             poll_interval=2,
             log_tail_lines=10,
         )
-        stop = CancelSlurmJobOperator(
-            task_id="stop", slurm_conn_id=f"slurm_{t}", job_ids=SERVICE_ID, cluster_env_path=f"{FILES}.env"
-        )
+        stop = stop_service(t)
         start >> lost >> stop.as_teardown(setups=start)
