@@ -30,6 +30,13 @@ class Observed:
     versions: dict[str, str] = field(default_factory=dict)
 
 
+#: How long after the server's own end of a watch (``timeoutSeconds``) the client gives up on it. The
+#: client's default request timeout (cncf-kubernetes' ``API_TIMEOUT``, 60 s) would otherwise cut every
+#: longer watch client-side: kubernetes_asyncio sends ``timeout_seconds`` as a query parameter, so
+#: cncf-kubernetes' client never sees it to lengthen its own timeout.
+WATCH_CLIENT_MARGIN_SECONDS = 30
+
+
 class WatchExpired(Exception):
     """The server no longer has the requested resourceVersion (410 Gone)."""
 
@@ -120,6 +127,7 @@ class JobWatch:
             "field_selector": f"metadata.name={self.name}",
             "allow_watch_bookmarks": True,
             "timeout_seconds": self.timeout_seconds,
+            "_request_timeout": self.timeout_seconds + WATCH_CLIENT_MARGIN_SECONDS,
             "watch": True,
             "_preload_content": False,
         }

@@ -229,6 +229,35 @@ async def test_many_isolated_drops_do_not_end_the_wait(hook: PathwaysJobHook, ku
     await hook.a_delete_job(spec.name, NS)
 
 
+async def test_a_watch_lasts_until_the_server_ends_it_not_the_clients_default_timeout(
+    hook: PathwaysJobHook, kube: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """cncf-kubernetes' async client cuts a request at ``API_TIMEOUT`` (60 s) unless it is told
+    otherwise (kube_client.py, ``_TimeoutAsyncK8sApiClient.call_api``); a watch asks the server for
+    ``timeoutSeconds`` and must run that long, without an API error in the task log each time."""
+    from airflow.providers.cncf.kubernetes import kube_client
+
+    monkeypatch.setattr(kube_client, "API_TIMEOUT", 1)  # the client's default, shortened
+    spec = new_spec(NS, headless=True, max_ready_slices=0)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    statuses = hook.a_watch_status(spec.name, NS, watch_timeout_seconds=3)
+    while not (await statuses.__anext__()).head_ready:  # settle: nothing changes from now on
+        pass
+    opened = kube.control("requests")["by_verb"].get("watch", 0)
+    waiting = asyncio.ensure_future(statuses.__anext__())
+    deadline = asyncio.get_running_loop().time() + 15
+    while kube.control("requests")["by_verb"].get("watch", 0) <= opened:  # the server ended it (3 s)
+        assert asyncio.get_running_loop().time() < deadline, "the server never ended the watch"
+        await asyncio.sleep(0.1)
+    await asyncio.to_thread(kube.action, NS, spec.name, "suspend")
+    status = await asyncio.wait_for(waiting, 15)
+    await statuses.aclose()
+    assert status.phase is Phase.SUSPENDED
+    logged = "".join(capfd.readouterr())  # what the task log shows (Airflow's structlog output)
+    assert "Kubernetes API error" not in logged and "answers again" not in logged
+    await hook.a_delete_job(spec.name, NS)
+
+
 def test_a_delete_whose_preconditions_fail_is_refused_with_409_and_deletes_nothing(
     hook: PathwaysJobHook,
 ) -> None:
