@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from typing import TYPE_CHECKING
 
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
+
+from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.failure_class import FailureClass
 
 __all__ = [
@@ -47,13 +50,25 @@ class PathwaysJobFailed(AirflowException):
         return exception_type(message, job=job, exit_code=exit_code)
 
 
-class PathwaysSpecRejected(PathwaysJobFailed):
+if TYPE_CHECKING or RETRY_POLICIES:
+
+    class _NotRetried:
+        """A final failure (:attr:`FailureClass.final`): the retry policy fails it at once."""
+
+else:
+
+    class _NotRetried(AirflowFailException):
+        """A final failure (:attr:`FailureClass.final`). Without retry policies (before Airflow
+        3.3) it is an ``AirflowFailException``: never retried, whatever the task's ``retries``."""
+
+
+class PathwaysSpecRejected(PathwaysJobFailed, _NotRetried):
     """The spec was refused before or by the controller (e.g. a topology invalid for the machine type)."""
 
     failure_class = FailureClass.SPEC_REJECTED
 
 
-class PathwaysUserProgramFailed(PathwaysJobFailed):
+class PathwaysUserProgramFailed(PathwaysJobFailed, _NotRetried):
     """The user's program (or workload job) exited with an error."""
 
     failure_class = FailureClass.USER_PROGRAM_FAILED
@@ -72,7 +87,7 @@ class PathwaysInfrastructureFailure(PathwaysJobFailed):
     failure_class = FailureClass.INFRASTRUCTURE
 
 
-class PathwaysOutcomeUnknown(PathwaysJobFailed):
+class PathwaysOutcomeUnknown(PathwaysJobFailed, _NotRetried):
     """The cluster forgot the job before its end was seen: its program may have run, to any end.
     Not retried, so that the program never runs twice without the user's say."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from airflow.sdk import BaseOperatorLink
+from airflow.providers.common.compat.sdk import BaseOperatorLink
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
@@ -39,7 +39,7 @@ class _XComLink(BaseOperatorLink):
     """A link whose full URL the operator stored in XCom during ``execute``."""
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        from airflow.sdk.execution_time.xcom import XCom
+        from airflow.providers.common.compat.sdk import XCom
 
         return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
 

@@ -7,9 +7,13 @@ from collections.abc import MutableMapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk.definitions.retry_policy import RetryDecision, RetryPolicy
-
+from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
+
+if TYPE_CHECKING or RETRY_POLICIES:
+    from airflow.sdk.definitions.retry_policy import RetryDecision, RetryPolicy
+else:
+    RetryPolicy = object  # before Airflow 3.3: PathwaysRetryPolicy refuses to be built
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -38,6 +42,12 @@ class PathwaysRetryPolicy(RetryPolicy):
         multiplier: float = 2.0,
         retry_unclassified: bool = True,
     ) -> None:
+        if not RETRY_POLICIES:
+            raise TypeError(
+                "PathwaysRetryPolicy needs Airflow 3.3 or later (retry policies); leave retry_policy "
+                "out: program failures and refused specs are not retried on this Airflow either, and "
+                "preemption is retried with the task's retries"
+            )
         if base_delay.total_seconds() < 0 or max_delay < base_delay:
             raise ValueError("PathwaysRetryPolicy: need 0 <= base_delay <= max_delay")
         if multiplier < 1:
@@ -103,7 +113,8 @@ def apply_preemption_budget(kwargs: MutableMapping[str, Any], preemption_retries
     When the DAG author sets no ``retries`` (on the task or in ``default_args``), the task gets
     ``preemption_retries`` retries under a ``PathwaysRetryPolicy`` that spends them only on
     preemption and infrastructure failures. An explicit ``retries`` wins. A ``retry_policy``
-    given by the author is kept either way.
+    given by the author is kept either way. Before Airflow 3.3 (no retry policies) only the
+    ``retries`` are filled in.
     """
     if (
         isinstance(preemption_retries, bool)
@@ -112,8 +123,14 @@ def apply_preemption_budget(kwargs: MutableMapping[str, Any], preemption_retries
     ):
         raise ValueError(f"preemption_retries: {preemption_retries!r} must be an integer >= 0")
     authored = "retries" in kwargs or "retries" in (kwargs.get("default_args") or {})
-    if authored:
+    if not authored:
+        kwargs["retries"] = preemption_retries
+    if RETRY_POLICIES:
+        kwargs.setdefault("retry_policy", PathwaysRetryPolicy(retry_unclassified=authored))
+
+
+def apply_retry_policy(kwargs: MutableMapping[str, Any]) -> None:
+    """Give a task that follows a job (a sensor) the ``PathwaysRetryPolicy`` unless its author set
+    one; nothing before Airflow 3.3, where final failures are not retried without it."""
+    if RETRY_POLICIES:
         kwargs.setdefault("retry_policy", PathwaysRetryPolicy())
-        return
-    kwargs["retries"] = preemption_retries
-    kwargs.setdefault("retry_policy", PathwaysRetryPolicy(retry_unclassified=False))

@@ -2,8 +2,9 @@
 
 The task creates the PathwaysJob, waits for it in the triggerer (deferrable), copies the end of the
 program's log into the task log, and deletes the job when it finishes, fails or is killed. A
-preempted run is retried with backoff by ``PathwaysRetryPolicy``; a failing program is not. A
-teardown then deletes stale compilation-cache entries under the job's ``pathwaysDir``.
+preempted run is retried (with backoff, by the operator's default ``PathwaysRetryPolicy``, on
+Airflow 3.3+); a failing program is not. A teardown then deletes stale compilation-cache entries
+under the job's ``pathwaysDir``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from airflow.sdk import DAG
 
 from airflow_provider_pathways.operators.gcs import CleanupCompilationCacheOperator
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
 from airflow_provider_pathways.spec import PathwaysJobSpec
 
 SCRATCH = os.environ.get("PATHWAYS_EXAMPLE_SCRATCH", "gs://my-pathways-bucket/pathways-scratch/train")
@@ -61,7 +61,6 @@ with DAG(
         ),
         wait_until="finished",
         deferrable=True,
-        retry_policy=PathwaysRetryPolicy(base_delay=timedelta(minutes=2)),
     )
     # [END howto_operator_pathways_job]
 

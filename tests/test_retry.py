@@ -5,6 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+
+from airflow_provider_pathways.airflow_features import RETRY_POLICIES
+
+if not RETRY_POLICIES:
+    pytest.skip(
+        "retry policies arrived in Airflow 3.3 (tests/test_airflow_features.py)", allow_module_level=True
+    )
+
 from airflow.sdk.definitions.retry_policy import RetryAction
 
 from airflow_provider_pathways.failures import (

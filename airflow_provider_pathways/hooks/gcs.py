@@ -19,7 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook
+from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_provider_pathways import __version__
 from airflow_provider_pathways.cache.errors import CacheCleanupError
@@ -186,7 +186,7 @@ class CompilationCacheHook(BaseHook):
             from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
         except ImportError:
             return None
-        from airflow.sdk.exceptions import AirflowNotFoundException
+        from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
         try:
             return GoogleBaseHook(gcp_conn_id=self.gcp_conn_id, impersonation_chain=self.impersonation_chain)

@@ -184,7 +184,7 @@ def cluster_access(target: GkeTarget) -> ClusterAccess:
             f"{target.where}: signing in with a Google identity needs apache-airflow-providers-google "
             f"({INSTALL_GOOGLE})"
         ) from None
-    from airflow.sdk.exceptions import AirflowNotFoundException
+    from airflow.providers.common.compat.sdk import AirflowNotFoundException
     from google.api_core import exceptions as api_exceptions
     from google.api_core.client_options import ClientOptions
     from google.cloud.container_v1 import ClusterManagerClient

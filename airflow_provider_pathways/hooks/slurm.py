@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
-from airflow.sdk import BaseHook
+from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_provider_pathways.hooks.slurm_loop import (
     REST_TRANSPORTS,

@@ -9,8 +9,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, TriggerRule
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+from airflow.providers.common.compat.sdk import (
+    AirflowException,
+    AirflowSkipException,
+    BaseOperator,
+    TriggerRule,
+)
 
 from airflow_provider_pathways.cache.lifecycle import check_age_days
 from airflow_provider_pathways.cache.location import GcsLocation, scratch_location_for_bucket

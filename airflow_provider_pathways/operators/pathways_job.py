@@ -7,8 +7,12 @@ from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow.sdk import conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
+from airflow.providers.common.compat.sdk import (
+    AirflowException,
+    AirflowFailException,
+    AirflowTaskTimeout,
+    conf,
+)
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
 from airflow_provider_pathways.gke.job_objects import StatusOptions

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
 from airflow_provider_pathways.failures import PathwaysSpecRejected
 from airflow_provider_pathways.gke.job_objects import StatusOptions

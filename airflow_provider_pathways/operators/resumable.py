@@ -10,8 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
 
 from airflow_provider_pathways.failures import PathwaysWatchLost
 from airflow_provider_pathways.reattach import (
@@ -196,15 +195,17 @@ class ReattachingJobOperator(BaseOperator):
     def _will_retry(self, context: Context, error: BaseException) -> bool:
         """Whether Airflow will retry this try when it fails with ``error``: tries are left
         (Airflow never retries beyond ``retries``) and the retry policy does not fail it."""
-        from airflow.sdk.definitions.retry_policy import RetryAction
-
         ti = context.get("ti")
         try_number, max_tries = getattr(ti, "try_number", None), _max_tries(context)
         if not isinstance(try_number, int) or not isinstance(max_tries, int) or try_number > max_tries:
             return False
+        if isinstance(error, AirflowFailException):
+            return False
         policy = getattr(self, "retry_policy", None)
         if policy is None:
             return True
+        from airflow.sdk.definitions.retry_policy import RetryAction
+
         return policy.evaluate(error, try_number, max_tries, context).action is not RetryAction.FAIL
 
     def poll(

@@ -7,8 +7,7 @@ from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow.sdk import conf
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+from airflow.providers.common.compat.sdk import AirflowException, AirflowTaskTimeout, conf
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysSpecRejected
 from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline

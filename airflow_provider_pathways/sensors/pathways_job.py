@@ -8,8 +8,14 @@ from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
+from airflow.providers.common.compat.sdk import (
+    AirflowException,
+    AirflowFailException,
+    AirflowSensorTimeout,
+    BaseSensorOperator,
+    PokeReturnValue,
+    conf,
+)
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
 from airflow_provider_pathways.gke.job_objects import StatusOptions
@@ -21,7 +27,7 @@ from airflow_provider_pathways.gke.status import (
     Phase,
 )
 from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
+from airflow_provider_pathways.retry import apply_retry_policy
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -67,7 +73,7 @@ class PathwaysJobReadySensor(BaseSensorOperator):
         head_replicated_job: str = HEAD_REPLICATED_JOB,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("retry_policy", PathwaysRetryPolicy())
+        apply_retry_policy(kwargs)
         super().__init__(**kwargs)
         validate_wait_arguments(name=job_name or "x", wait_until="ready", min_slices=None, kind=kind)
         self.job_name = job_name

@@ -8,11 +8,17 @@ from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
+from airflow.providers.common.compat.sdk import (
+    AirflowException,
+    AirflowFailException,
+    AirflowSensorTimeout,
+    BaseSensorOperator,
+    PokeReturnValue,
+    conf,
+)
 
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
+from airflow_provider_pathways.retry import apply_retry_policy
 from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,
@@ -82,7 +88,7 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("retry_policy", PathwaysRetryPolicy())
+        apply_retry_policy(kwargs)
         super().__init__(**kwargs)
         self.service_job_id = service_job_id
         self.slurm_conn_id = slurm_conn_id

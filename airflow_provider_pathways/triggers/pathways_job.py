@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_pathways.gke.job_objects import StatusOptions
 from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
@@ -26,6 +26,7 @@ from airflow_provider_pathways.transient import (
     validate_outage_tolerance,
 )
 from airflow_provider_pathways.transient import describe_error as describe
+from airflow_provider_pathways.triggers.killable import KillableTrigger
 
 if TYPE_CHECKING:
     from airflow_provider_pathways.gke.status import PathwaysJobStatus
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 _QUEUED_LOG_EVERY = 300.0
 
 
-class PathwaysJobTrigger(BaseTrigger):
+class PathwaysJobTrigger(KillableTrigger):
     """
     Watch a Pathways job and fire once it is ready (``min_slices``), finished, or failed.
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_CLUSTER_ENV_PATH,
@@ -31,6 +31,7 @@ from airflow_provider_pathways.transient import (
     describe_error,
     validate_outage_tolerance,
 )
+from airflow_provider_pathways.triggers.killable import KillableTrigger
 
 if TYPE_CHECKING:
     from airflow_provider_pathways.hooks.slurm import SlurmHook
@@ -43,7 +44,7 @@ def _validate_common(job_id: Any, poll_interval: float) -> None:
         raise ValueError("poll_interval: must be > 0 seconds")
 
 
-class _SlurmPollingTrigger(BaseTrigger):
+class _SlurmPollingTrigger(KillableTrigger):
     """Common parts: the hook, a deadline, riding out an outage of Slurm. Every event names the
     job it is about (``job_id``), so that the task resuming needs nothing else to find it."""
 

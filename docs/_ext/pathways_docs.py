@@ -1,8 +1,11 @@
-"""Sphinx directive ``pathways-conn-fields``: a table of connection form fields from ``provider_info``.
+"""Sphinx directives that make tables from the code, so that the documentation cannot drift from it.
 
-The tables are made from what the Airflow UI shows (label, help text, default, choices), so the
-documentation and the forms cannot drift apart. Every field of every connection type must appear
-in some table: a field left out is a warning (an error with ``-W``).
+``pathways-conn-fields``: connection form fields from ``provider_info``, as the Airflow UI shows
+them (label, help text, default, choices). Every field of every connection type must appear in some
+table: a field left out is a warning (an error with ``-W``).
+
+``pathways-airflow-features``: what the provider does with and without each Airflow feature it uses
+(``airflow_features.FEATURES``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import nested_parse_with_titles
 
+from airflow_provider_pathways.airflow_features import FEATURES
 from airflow_provider_pathways.provider_info import get_provider_info
 
 logger = logging.getLogger(__name__)
@@ -89,6 +93,32 @@ class ConnFieldsDirective(SphinxDirective):
         return container.children
 
 
+class AirflowFeaturesDirective(SphinxDirective):
+    """``.. pathways-airflow-features::``: one row per Airflow feature the provider uses."""
+
+    def run(self) -> list[nodes.Node]:
+        lines = [
+            ".. list-table::",
+            "   :header-rows: 1",
+            "   :widths: 16 10 37 37",
+            "",
+            "   * - Feature",
+            "     - Since Airflow",
+            "     - With it",
+            "     - Before it",
+        ]
+        for feature in FEATURES:
+            lines += [
+                f"   * - {_cell(feature.name)}",
+                f"     - {feature.since}",
+                f"     - {_cell(feature.with_it)}",
+                f"     - {_cell(feature.without)}",
+            ]
+        container = nodes.container()
+        nested_parse_with_titles(self.state, StringList(lines, source=self.get_source_info()[0]), container)
+        return container.children
+
+
 def _purge(app: Sphinx, env: BuildEnvironment, docname: str) -> None:
     getattr(env, "pathways_conn_fields", {}).pop(docname, None)
 
@@ -108,6 +138,7 @@ def _check_every_field_documented(app: Sphinx, env: BuildEnvironment) -> None:
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("pathways-conn-fields", ConnFieldsDirective)
+    app.add_directive("pathways-airflow-features", AirflowFeaturesDirective)
     app.connect("env-before-read-docs", _init)
     app.connect("env-purge-doc", _purge)
     app.connect("env-check-consistency", _check_every_field_documented)

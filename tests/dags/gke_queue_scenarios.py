@@ -6,7 +6,6 @@ sandbox/kube/README.md); each DAG uses its own namespace and LocalQueue.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pendulum
@@ -14,12 +13,11 @@ from airflow.sdk import DAG
 
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
+from tests.dags.fast_retry import fast_retry
 
 CONN = "gke_sandbox"
 KNOB = "sandbox.pathways.dev/"
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
-FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))
 TEMPLATE = {
     "spec": {"containers": [{"name": "main", "image": "python:3.12", "command": ["python", "train.py"]}]}
 }
@@ -36,7 +34,7 @@ def spec() -> PathwaysJobSpec:
 
 
 def operator(task_id: str, namespace: str, **kwargs: Any) -> PathwaysJobOperator:
-    kwargs.setdefault("retry_policy", FAST_RETRY)
+    kwargs = {**fast_retry(), **kwargs}
     kwargs.setdefault("retries", 2)
     return PathwaysJobOperator(
         task_id=task_id, job=kwargs.pop("job", spec()), namespace=namespace, kubernetes_conn_id=CONN, **kwargs

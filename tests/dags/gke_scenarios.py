@@ -15,16 +15,12 @@ from airflow.sdk import DAG, TaskGroup
 
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
 from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
+from tests.dags.fast_retry import fast_retry
 
 CONN = "gke_sandbox"
 KNOB = "sandbox.pathways.dev/"
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
-FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))
-FAST_RETRY_BUDGET = PathwaysRetryPolicy(
-    base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2), retry_unclassified=False
-)
 PROGRAM_LOG = "\n".join(["loading checkpoint", "step 100: loss=0.51", "step 200: loss=0.33", "saved model"])
 TEMPLATE = {
     "spec": {
@@ -64,7 +60,7 @@ def resume_suspended_jobs(context: Any) -> None:
 
 
 def operator(task_id: str, namespace: str, job: Any, **kwargs: Any) -> PathwaysJobOperator:
-    kwargs.setdefault("retry_policy", FAST_RETRY)
+    kwargs = {**fast_retry(), **kwargs}
     kwargs.setdefault("retries", 2)
     return PathwaysJobOperator(
         task_id=task_id, job=job, namespace=namespace, kubernetes_conn_id=CONN, **kwargs
@@ -177,7 +173,7 @@ with DAG("gke_preempted_without_retries", schedule=None, start_date=START) as pr
         namespace="preempted-budget",
         kubernetes_conn_id=CONN,
         deferrable=True,
-        retry_policy=FAST_RETRY_BUDGET,
+        **fast_retry(budget=True),
         annotations=knobs(program_seconds=1.5),
     )
 
@@ -264,7 +260,7 @@ with DAG(
                 wait_until="created",
                 delete_on=("failure", "kill"),
                 annotations=knobs(slice_delay_seconds=2),
-                retry_policy=FAST_RETRY,
+                **fast_retry(),
             )
             start_job >> PathwaysJobReadySensor(
                 task_id="ready",
@@ -274,7 +270,7 @@ with DAG(
                 deferrable=deferrable,
                 poke_interval=0.1,
                 timeout=60,
-                retry_policy=FAST_RETRY,
+                **fast_retry(),
             )
 
 
@@ -434,7 +430,7 @@ with DAG("gke_deleted_elsewhere", schedule=None, start_date=START) as deleted_el
         namespace="deleted-elsewhere",
         kubernetes_conn_id=CONN,
         deferrable=True,
-        retry_policy=FAST_RETRY_BUDGET,
+        **fast_retry(budget=True),
         annotations=knobs(program_seconds=1.5),
     )
 
@@ -448,7 +444,7 @@ with DAG("gke_terminating", schedule=None, start_date=START) as terminating:
         deferrable=False,
         poll_interval=0.1,
         wait_timeout=60,
-        retry_policy=FAST_RETRY_BUDGET,
+        **fast_retry(budget=True),
         annotations=knobs(program_seconds=1.5),
     )
 
@@ -475,7 +471,7 @@ with DAG("gke_delete_refused_after_preemption", schedule=None, start_date=START)
         namespace="delete-refused-preempted",
         kubernetes_conn_id=CONN,
         deferrable=True,
-        retry_policy=FAST_RETRY_BUDGET,
+        **fast_retry(budget=True),
         annotations=knobs(program_seconds=1.5),
     )
 
@@ -500,7 +496,7 @@ with DAG("gke_outage_then_retried", schedule=None, start_date=START) as outage_t
         deferrable=False,
         poll_interval=0.1,
         outage_tolerance=1,
-        retry_policy=FAST_RETRY_BUDGET,
+        **fast_retry(budget=True),
         annotations=knobs(program_seconds=25),
     )
 
@@ -512,6 +508,6 @@ with DAG("gke_outage_deferred", schedule=None, start_date=START) as outage_defer
         kubernetes_conn_id=CONN,
         deferrable=True,
         outage_tolerance=1,
-        retry_policy=FAST_RETRY_BUDGET,
+        **fast_retry(budget=True),
         annotations=knobs(program_seconds=20),
     )

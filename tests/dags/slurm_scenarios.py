@@ -17,11 +17,10 @@ from airflow_provider_pathways.operators.slurm import (
     PathwaysSlurmServiceOperator,
     SlurmJobOperator,
 )
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
 from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
+from tests.dags.fast_retry import fast_retry
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
-FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))
 PARAMS = {
     "conn": "slurm_ssh",
     "steps": "3",
@@ -61,7 +60,7 @@ with dag("slurm_workload_fails") as workload_fails:
         deferrable=True,
         poll_interval=0.5,
         retries=3,
-        retry_policy=FAST_RETRY,
+        **fast_retry(),
     )
 
 with dag("slurm_workload_preempted") as workload_preempted:
@@ -74,7 +73,7 @@ with dag("slurm_workload_preempted") as workload_preempted:
         deferrable=True,
         poll_interval=0.5,
         retries=2,
-        retry_policy=FAST_RETRY,
+        **fast_retry(),
     )
 
 with dag("slurm_kill_on_timeout") as kill_on_timeout:
@@ -88,7 +87,7 @@ with dag("slurm_kill_on_timeout") as kill_on_timeout:
     )
 
 with dag("slurm_bad_input") as bad_input:
-    common = {"slurm_conn_id": CONN, "wait_for_ready": False, "retries": 2, "retry_policy": FAST_RETRY}
+    common = {"slurm_conn_id": CONN, "wait_for_ready": False, "retries": 2, **fast_retry()}
     good = {"slice_shape": "2x4", "min_slices": 1, "max_slices": 2, "gcs_bucket": "my-bucket"}
     PathwaysSlurmServiceOperator(
         task_id="bad_shape",
@@ -135,8 +134,7 @@ def service_ending(dag_id: str, exit_code: int) -> DAG:
             poke_interval=0.5,
             timeout=300,
             retries=2,
-            retry_delay=timedelta(seconds=1),
-            retry_policy=FAST_RETRY,
+            **fast_retry(),
         )
     return ending
 
@@ -284,7 +282,7 @@ with dag("slurm_too_many_slices") as too_many_slices:
         gcs_bucket="my-bucket",
         wait_for_ready=False,
         retries=2,
-        retry_policy=FAST_RETRY,
+        **fast_retry(),
     )
 
 # The program fails on its first run and succeeds once the marker exists (a cleared task's).
@@ -420,7 +418,7 @@ def slice_lost(deferrable: bool) -> None:
         environment={"MARKER": "{{ params.marker }}"},
         worker_array_job_id="{{ ti.xcom_pull(task_ids='service', key='worker_array_job_id') }}",
         retries=1,
-        retry_policy=FAST_RETRY,
+        **fast_retry(),
         deferrable=deferrable,
         poll_interval=0.2,
     )

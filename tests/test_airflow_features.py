@@ -1,0 +1,47 @@
+"""What the provider does on each Airflow version (airflow_features.FEATURES): the same outcomes
+for the user, through the features the running Airflow has. Runs in every compatibility venv."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from airflow.providers.common.compat.sdk import AirflowFailException
+
+from airflow_provider_pathways.airflow_features import RETRY_POLICIES
+from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
+from airflow_provider_pathways.retry import PathwaysRetryPolicy, apply_preemption_budget
+
+
+@pytest.mark.parametrize("failure", list(FailureClass))
+def test_a_final_failure_is_never_retried_and_a_preemption_is(failure: FailureClass) -> None:
+    """Before 3.3 a final failure is an AirflowFailException (Airflow's task runner fails it whatever
+    the retries); from 3.3 the task's PathwaysRetryPolicy fails it, and an author's policy may not."""
+    error = PathwaysJobFailed.for_class(failure, "x")
+    if RETRY_POLICIES:
+        from airflow.sdk.definitions.retry_policy import RetryAction
+
+        action = PathwaysRetryPolicy().evaluate(error, try_number=1, max_tries=3).action
+        assert not isinstance(error, AirflowFailException)
+        assert (action is RetryAction.FAIL) == failure.final
+    else:
+        assert isinstance(error, AirflowFailException) == failure.final
+
+
+@pytest.mark.parametrize(
+    ("given", "retries"),
+    [({}, 3), ({"retries": 1}, 1), ({"default_args": {"retries": 0}}, None)],
+)
+def test_the_preemption_budget_is_applied_where_the_dag_sets_no_retries(
+    given: dict[str, Any], retries: int | None
+) -> None:
+    kwargs = dict(given)
+    apply_preemption_budget(kwargs, 3)
+    assert kwargs.get("retries") == retries
+    assert ("retry_policy" in kwargs) == RETRY_POLICIES
+
+
+@pytest.mark.skipif(RETRY_POLICIES, reason="retry policies exist from Airflow 3.3")
+def test_a_retry_policy_before_airflow_3_3_is_refused_saying_what_to_do() -> None:
+    with pytest.raises(TypeError, match=r"needs Airflow 3\.3.*leave retry_policy out"):
+        PathwaysRetryPolicy()
