@@ -33,7 +33,7 @@ def _module(filename: str) -> Any:
 
 def load_dag(filename: str, dag_id: str) -> Any:
     """The DAG ``dag_id`` defined in ``filename`` of the DAGs folder."""
-    from airflow.sdk import DAG
+    from airflow.providers.common.compat.sdk import DAG
 
     for value in vars(_module(filename)).values():
         if isinstance(value, DAG) and value.dag_id == dag_id:
@@ -99,9 +99,19 @@ def clear_and_rerun(dag: Any, logical_date: datetime) -> dict[str, TaskOutcome]:
 def outcomes_of(dag: Any, run_id: str) -> dict[str, TaskOutcome]:
     """What each task instance of run ``run_id`` ended as, and its XComs."""
     from airflow.models.taskinstance import TaskInstance
-    from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
+
+    try:
+        from airflow.models.xcom import XComModel
+
+        def value_of(row: Any) -> Any:
+            return XComModel.deserialize_value(row)
+    except ImportError:  # Airflow 2: the ORM class is XCom, whose rows load their value deserialized
+        from airflow.models.xcom import XCom as XComModel
+
+        def value_of(row: Any) -> Any:
+            return row.value
 
     outcomes: dict[str, TaskOutcome] = {}
     with create_session() as session:
@@ -119,5 +129,5 @@ def outcomes_of(dag: Any, run_id: str) -> dict[str, TaskOutcome]:
         for row in rows:
             key = row.task_id if row.map_index < 0 else f"{row.task_id}[{row.map_index}]"
             if key in outcomes:
-                outcomes[key].xcom[row.key] = XComModel.deserialize_value(row)
+                outcomes[key].xcom[row.key] = value_of(row)
     return outcomes

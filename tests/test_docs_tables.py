@@ -64,3 +64,19 @@ def test_each_end_state_does_what_the_table_says(state: str, exit_code: str, say
         assert raised == named[0], f"{state}: the docs say {named[0]}, the code raises {raised}"
     else:  # "fails with its reason": no class of its own
         assert failure is FailureClass.UNKNOWN
+
+
+def test_the_compatibility_page_names_what_the_tests_run_and_the_controllers_api_versions() -> None:
+    """Every Airflow version of ``make test-compat`` has its constraints and a row in the page;
+    the JobSet and Kueue API versions are the ones the provider talks to."""
+    from airflow_provider_pathways.gke.resources import JOBSET, KUEUE_WORKLOAD
+
+    page = (DOCS / "compatibility.rst").read_text()
+    makefile = (DOCS.parent / "Makefile").read_text()
+    versions = re.search(r"^COMPAT_AIRFLOW \?= (.+)$", makefile, re.MULTILINE)
+    assert versions is not None
+    for version in versions[1].split():
+        assert (DOCS.parent / "sandbox" / "compat" / f"constraints-{version}.txt").is_file(), version
+        assert version in page, version
+    for resource in (JOBSET, KUEUE_WORKLOAD):
+        assert f"``{resource.group}/{resource.version}``" in page

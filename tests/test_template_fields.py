@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 import pytest
-from airflow.sdk import BaseOperator
+from airflow.providers.common.compat.sdk import BaseOperator
 
 from airflow_provider_pathways.operators.template_values import unrendered
 from airflow_provider_pathways.provider_info import get_provider_info

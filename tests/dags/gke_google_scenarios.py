@@ -4,7 +4,7 @@ identity (connection ``gke_google``: the cluster through the GKE API, tokens fro
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG
+from airflow.providers.common.compat.sdk import DAG
 
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG
+from airflow.providers.common.compat.sdk import DAG
 
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator

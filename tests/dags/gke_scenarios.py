@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, TaskGroup
+from airflow.providers.common.compat.sdk import DAG, TaskGroup
 
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator

@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG
+from airflow.providers.common.compat.sdk import DAG
 
 from airflow_provider_pathways.operators.slurm import (
     CancelSlurmJobOperator,

@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, task
+from airflow.providers.common.compat.sdk import DAG, task
 
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.delete_pathways_job import DeletePathwaysJobOperator

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from tests.airflow_runs import load_dag, run_dag
 from tests.kube_jobs import act_when, stand_in_objects
 
@@ -77,7 +78,8 @@ def test_failing_program_fails_at_once_with_its_exit_code_and_output(
     assert outcome.try_number == 1  # retries=3, yet no retry
     assert "exited with code 3" in logs
     assert "ValueError: bad batch" in logs
-    assert "user program failed" in logs  # the retry policy's reason for failing at once
+    if RETRY_POLICIES:  # the retry policy's reason for failing at once (Airflow 3.3+)
+        assert "user program failed" in logs
     assert stand_in_objects(kube, "pathwaysjobs", "program-fails") == []
 
 
@@ -110,7 +112,8 @@ def test_preempted_slice_is_retried_and_never_runs_two_jobs_at_once(
     assert watcher.failures == []  # type: ignore[attr-defined]
     assert outcome.state == "success"
     assert outcome.try_number == 2
-    assert "preemption, retrying with backoff" in logs
+    if RETRY_POLICIES:  # the retry policy's reason (Airflow 3.3+)
+        assert "preemption, retrying with backoff" in logs
     assert creates(kube) == 2  # the failed job was replaced once, after it was deleted
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
 
@@ -130,7 +133,8 @@ def test_preemption_is_retried_when_the_dag_sets_no_retries(
     logs = capfd.readouterr().out
     assert watcher.failures == []  # type: ignore[attr-defined]
     assert outcome.state == "success" and outcome.try_number == 2
-    assert "preemption, retrying with backoff" in logs
+    if RETRY_POLICIES:  # the retry policy's reason (Airflow 3.3+)
+        assert "preemption, retrying with backoff" in logs
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
 
 
@@ -140,7 +144,8 @@ def test_a_failing_program_is_not_retried_by_the_preemption_budget(
     outcome = run_dag(load_dag(DAGS, "gke_program_fails_without_retries"))["train"]
     logs = capfd.readouterr().out
     assert outcome.state == "failed" and outcome.try_number == 1
-    assert "user program failed" in logs
+    if RETRY_POLICIES:  # the retry policy's reason (Airflow 3.3+)
+        assert "user program failed" in logs
     assert stand_in_objects(kube, "pathwaysjobs", "fails-budget") == []
 
 

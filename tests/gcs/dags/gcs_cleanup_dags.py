@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from airflow.sdk import DAG, get_current_context, task
+from airflow.providers.common.compat.sdk import DAG, get_current_context, task
 
 from airflow_provider_pathways.operators.gcs import (
     CleanupCompilationCacheOperator,

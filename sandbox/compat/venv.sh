@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One venv per Airflow version the provider supports, for the compatibility tier of `make test`.
+#
+#   venv.sh VERSION...   build (or reuse) .venv-compat/<VERSION> for each, side by side
+#
+# Each venv holds `apache-airflow==VERSION` and this checkout (editable, with the test extra),
+# resolved with sandbox/compat/constraints-<VERSION>.txt: Airflow publishes its constraint files on
+# GitHub only, and today's PyPI no longer installs an older Airflow that works (its web stack moved
+# on), so the pins that make each version work are kept here. A venv is reused while its Airflow
+# version, pyproject.toml and constraints are unchanged (a stamp file holds their hash).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PYTHON=${PYTHON:-python3}
+
+build() {
+	local version=$1 dir=.venv-compat/$1 constraints=sandbox/compat/constraints-$1.txt
+	[[ -f $constraints ]] || {
+		echo "venv.sh: no $constraints: Airflow $version is not in the compatibility matrix" >&2
+		return 1
+	}
+	local stamp
+	stamp=$(cat pyproject.toml "$constraints" | sha256sum | cut -d' ' -f1)
+	if [[ -f $dir/.installed && $(cat "$dir/.installed") == "$stamp" ]]; then
+		return 0
+	fi
+	rm -rf "$dir"
+	"$PYTHON" -m venv "$dir"
+	local log=$dir/install.log requirements=$dir/requirements.txt
+	# The project's requirements, read from pyproject.toml: the venvs install them side by side,
+	# and the checkout itself (which builds in the tree) one after another below.
+	"$PYTHON" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"]))' >"$requirements"
+	if ! { "$dir/bin/pip" install --upgrade pip &&
+		"$dir/bin/pip" install -c "$constraints" "apache-airflow==$version" -r "$requirements"; } >"$log" 2>&1; then
+		tail -n 30 "$log" >&2
+		echo "venv.sh: installing Airflow $version failed (log: $log)" >&2
+		return 1
+	fi
+	echo "$stamp" >"$dir/.stamp"
+}
+
+editable() {
+	local version=$1 dir=.venv-compat/$1
+	[[ -f $dir/.stamp ]] || return 0
+	if ! "$dir/bin/pip" install --no-deps -e . >>"$dir/install.log" 2>&1; then
+		tail -n 30 "$dir/install.log" >&2
+		return 1
+	fi
+	mv "$dir/.stamp" "$dir/.installed"
+	echo "[compat] Airflow $version: $dir"
+}
+
+pids=()
+for version in "$@"; do
+	build "$version" &
+	pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do
+	wait "$pid" || status=1
+done
+for version in "$@"; do
+	editable "$version" || status=1
+done
+exit $status
