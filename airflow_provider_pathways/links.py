@@ -38,6 +38,11 @@ def cloud_logging_url(*, project: str, cluster: str, namespace: str, name: str) 
 class _XComLink(BaseOperatorLink):
     """A link whose full URL the operator stored in XCom during ``execute``."""
 
+    @property
+    def xcom_key(self) -> str:
+        """The key Airflow 3's ``BaseOperatorLink`` gives it, also on Airflow 2 (which has none)."""
+        return f"_link_{type(self).__name__}"
+
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         from airflow.providers.common.compat.sdk import XCom
 
