@@ -64,6 +64,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     _install_dags()
     _migrate_once()
+    from tests.airflow_versions import quiet_dag_test_debug_lines  # imports Airflow: after its settings
+
+    quiet_dag_test_debug_lines()
 
 
 # The fixtures that start (or need) a service `make test-fast` does not: a Slurm cluster, a GCS

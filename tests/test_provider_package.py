@@ -45,7 +45,8 @@ def test_airflow_lists_the_provider() -> None:
         check=True,
         env=os.environ.copy(),
     )
-    names = [p["package_name"] for p in json.loads(result.stdout)]
+    # The JSON is the last line; Airflow 3.0 logs to stdout before it.
+    names = [p["package_name"] for p in json.loads(result.stdout.strip().splitlines()[-1])]
     assert "airflow-provider-pathways" in names
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.airflow_versions import AIRFLOW_3_DAGS
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
 
@@ -22,5 +24,6 @@ def test_the_readme_has_a_first_dag_for_each_backend() -> None:
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
+@AIRFLOW_3_DAGS
 def test_each_python_block_of_the_readme_runs(block: str) -> None:
     exec(compile(block, str(README), "exec"), {})

@@ -18,6 +18,7 @@ from airflow_provider_pathways.cache import (
     parse_size,
     scratch_location_for_bucket,
 )
+from tests.airflow_versions import AIRFLOW_3_DAGS
 from tests.conftest import REPO_ROOT
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -164,6 +165,7 @@ def test_plan_files_are_removed_on_close() -> None:
     assert not workdir.exists()
 
 
+@AIRFLOW_3_DAGS
 def test_importing_the_operator_and_example_dag_loads_no_google_client() -> None:
     """DAG parsing must stay cheap: google.cloud / google.auth load only when a task runs (what an
     installed package's .pth file imports at interpreter start does not count)."""

@@ -9,6 +9,7 @@ import pytest
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from tests.airflow_runs import load_dag, run_dag
+from tests.airflow_versions import EXECUTION_TIMEOUT, RETRY_AFTER_DEFERRAL
 from tests.kube_jobs import act_when, stand_in_objects
 
 DAGS = "gke_scenarios.py"
@@ -94,6 +95,7 @@ def test_topology_the_controller_rejects_fails_at_once_naming_it(
     assert outcome.xcom["status"]["failure"] == "spec_rejected"
 
 
+@RETRY_AFTER_DEFERRAL
 def test_preempted_slice_is_retried_and_never_runs_two_jobs_at_once(
     kube: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -118,6 +120,7 @@ def test_preempted_slice_is_retried_and_never_runs_two_jobs_at_once(
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
 
 
+@RETRY_AFTER_DEFERRAL
 def test_preemption_is_retried_when_the_dag_sets_no_retries(
     kube: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -162,6 +165,7 @@ def test_execution_timeout_ends_a_deferred_wait_and_deletes_the_job(
     assert stand_in_objects(kube, "pathwaysjobs", "deferred-timeout") == []
 
 
+@RETRY_AFTER_DEFERRAL
 def test_retry_reattaches_to_the_job_it_created(kube: Any, capfd: pytest.CaptureFixture[str]) -> None:
     kube.control("requests/reset")
     namespace = "suspended"
@@ -183,6 +187,7 @@ def test_retry_reattaches_to_the_job_it_created(kube: Any, capfd: pytest.Capture
     assert len(uids) == 1
 
 
+@EXECUTION_TIMEOUT
 def test_killed_task_deletes_its_job_and_a_second_kill_is_harmless(kube: Any) -> None:
     dag = load_dag(DAGS, "gke_kill_on_timeout")
     outcome = run_dag(dag)["train"]
