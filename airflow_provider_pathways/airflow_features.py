@@ -14,8 +14,6 @@ from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_3_PLUS
 
 #: ``retry_policy`` on operators (``airflow.sdk.definitions.retry_policy``).
 RETRY_POLICIES: bool = AIRFLOW_V_3_3_PLUS
-#: ``task_state_store`` in the task context, kept across the tries of a task instance.
-TASK_STATE_STORE: bool = AIRFLOW_V_3_3_PLUS
 #: ``BaseTrigger.on_kill``, called when a user kills a deferred task.
 TRIGGER_ON_KILL: bool = AIRFLOW_V_3_3_PLUS
 
