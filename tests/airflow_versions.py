@@ -5,7 +5,11 @@ that name the version's own limit (the provider's behaviour per version is in
 from __future__ import annotations
 
 import pytest
-from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_1_PLUS
+from airflow.providers.common.compat.version_compat import (
+    AIRFLOW_V_3_0_PLUS,
+    AIRFLOW_V_3_1_PLUS,
+    AIRFLOW_V_3_3_PLUS,
+)
 
 #: The README's and the examples' DAGs import ``airflow.sdk``, as Airflow 3 DAGs do.
 AIRFLOW_3_DAGS = pytest.mark.skipif(
@@ -17,6 +21,9 @@ RETRY_AFTER_DEFERRAL = pytest.mark.skipif(
     AIRFLOW_V_3_0_PLUS and not AIRFLOW_V_3_1_PLUS,
     reason="Airflow 3.0's dag.test() resumes a retry with the previous try's trigger event",
 )
+#: Airflow 3.1 and 3.2's ``dag.test()`` keep the task's own log lines in the task log: the output a
+#: test reads has only what the run prints (an exception's message among it).
+TASK_LOG_IN_OUTPUT = not (AIRFLOW_V_3_1_PLUS and not AIRFLOW_V_3_3_PLUS)
 #: Airflow 2's ``dag.test()`` lets ``execution_timeout``'s ``AirflowTaskTimeout`` (a
 #: ``BaseException`` there) escape the run instead of failing the task.
 EXECUTION_TIMEOUT = pytest.mark.skipif(
