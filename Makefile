@@ -61,7 +61,7 @@ test-steps: sandbox-slurm sandbox-airflow sandbox-ui docs
 # The older Airflow versions the provider supports (the full suite runs on the venv's, 3.3): each in
 # its own venv (.venv-compat/<version>, pinned by sandbox/compat/constraints-<version>.txt, reused
 # while unchanged), running the fast tier (docs/compatibility.rst).
-COMPAT_AIRFLOW ?= 2.11.2 3.0.6
+COMPAT_AIRFLOW ?= 2.11.2 3.0.6 3.1.8 3.2.2
 FAST_TIER = -m "not service and not slow and not end_to_end"
 test-compat:
 	bash sandbox/packages.sh python

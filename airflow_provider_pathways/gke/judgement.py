@@ -6,14 +6,11 @@ from airflow_provider_pathways.failure_class import FailureClass
 from airflow_provider_pathways.gke.status import PathwaysJobStatus, Phase
 from airflow_provider_pathways.reattach import JobJudgement
 
-#: Phases of a job an operator's new try reattaches to instead of replacing it (a suspended job
-#: is replaced: it would only run again if someone resumed it).
-REATTACHABLE_PHASES = frozenset({Phase.PENDING, Phase.QUEUED, Phase.STARTING, Phase.RUNNING})
-
 
 def judge_status(status: PathwaysJobStatus) -> JobJudgement:
     """Succeeded, failed with its class (a terminating or deleted job is an infrastructure
-    failure), or active."""
+    failure), or active (also suspended: it runs again once resumed, so a new try follows it
+    rather than start a second one)."""
     if status.phase is Phase.SUCCEEDED:
         return JobJudgement.succeeded(status.message)
     if status.terminal:

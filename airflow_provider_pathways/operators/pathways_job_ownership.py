@@ -11,7 +11,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 
 from airflow_provider_pathways.failures import PathwaysSpecRejected
 from airflow_provider_pathways.gke.job_objects import StatusOptions
-from airflow_provider_pathways.gke.judgement import REATTACHABLE_PHASES, judge_status
+from airflow_provider_pathways.gke.judgement import judge_status
 from airflow_provider_pathways.gke.ownership import (
     JobRef,
     Release,
@@ -28,7 +28,7 @@ from airflow_provider_pathways.hooks.kubernetes_owned import (
     owned_jobs,
     release_job,
 )
-from airflow_provider_pathways.reattach import JobJudgement, KeptJob
+from airflow_provider_pathways.reattach import JobJudgement, KeptJob, Verdict
 from airflow_provider_pathways.transient import describe_error
 
 if TYPE_CHECKING:
@@ -123,16 +123,17 @@ class FollowedJob:
             mark_followed(self.hook, self.followed, self._try_number)
 
     def submit_job(self, context: Context) -> JsonValue:
-        """Adopt a running job of this task instance (found by its owner labels, whatever its name
-        and kind), or create one; an ended job of the task instance keeps its name, and the new one
-        is named for this try."""
+        """Adopt a job of this task instance that has not ended (found by its owner labels, whatever
+        its name and kind; judged as a kept job is, so a suspended one is followed, not run twice),
+        or create one; an ended job of the task instance keeps its name, and the new one is named
+        for this try."""
         from kubernetes.client import ApiException
 
         namespace, owner = self.spec.namespace or "", self._owner()
         ended: set[str] = set()
         for ref in owned_jobs(self.hook, namespace, owner):
             status = self.hook.get_status(ref.name, ref.namespace, self.options_for(ref))
-            if status.phase in REATTACHABLE_PHASES:
+            if judge_status(status).verdict is Verdict.ACTIVE:
                 self.log.info("Reattaching to %s, created by an earlier try of this task instance", ref)
                 self._job = ref
                 return ref.to_id()

@@ -187,6 +187,8 @@ class PathwaysJobTrigger(KillableTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         event = await self._wait()
         self._fired = True
+        # the job followed, for a task resumed without task_state_store (Airflow before 3.3)
+        event["followed"] = JobRef(self.name, self.namespace, self.kind, self.uid).to_id()
         yield TriggerEvent(event)
 
     async def _wait(self) -> dict[str, Any]:

@@ -11,12 +11,16 @@ from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.providers.common.compat.sdk import DAG, TaskGroup
+from airflow.providers.common.compat.sdk import DAG, BaseOperator, TaskGroup
 
+from airflow_provider_pathways.gke.naming import airflow_labels
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
+from airflow_provider_pathways.gke.status import Phase
+from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
 from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
 from tests.dags.fast_retry import fast_retry
+from tests.kube_jobs import wait_for
 
 CONN = "gke_sandbox"
 KNOB = "sandbox.pathways.dev/"
@@ -161,9 +165,36 @@ with DAG("gke_suspended_reattach", schedule=None, start_date=START) as suspended
         "suspended",
         spec(),
         deferrable=True,
-        annotations=knobs(program_seconds=1.5),
+        annotations=knobs(program_seconds=600),  # ended by the test once the retry follows the job
         delete_on=("success", "kill"),
         on_retry_callback=resume_suspended_jobs,
+    )
+
+
+class LeaveSuspendedJob(BaseOperator):
+    """Stands for an earlier try of task ``train`` whose worker died: its job, found only by the
+    owner labels of ``train`` in this run, is left suspended (not ended, so not to be doubled)."""
+
+    def __init__(self, *, namespace: str, job_name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.namespace, self.job_name = namespace, job_name
+
+    def execute(self, context: Any) -> None:
+        ti = context["ti"]
+        job = spec()
+        job.name, job.namespace = self.job_name, self.namespace
+        job.labels = airflow_labels(ti.dag_id, "train", ti.run_id, -1)
+        job.annotations = knobs(program_seconds=1.5)
+        hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+        hook.create_job(job.to_pathwaysjob(), self.namespace)
+        wait_for(lambda: hook.get_status(self.job_name, self.namespace).phase is Phase.RUNNING, 30)
+        sandbox().action(self.namespace, self.job_name, "suspend")
+        wait_for(lambda: hook.get_status(self.job_name, self.namespace).phase is Phase.SUSPENDED, 30)
+
+
+with DAG("gke_suspended_left_by_a_lost_try", schedule=None, start_date=START) as suspended_left:
+    LeaveSuspendedJob(task_id="lost_try", namespace="left-suspended", job_name="lost-try-job") >> operator(
+        "train", "left-suspended", spec(), deferrable=True, fail_on_suspend=False, retries=0
     )
 
 with DAG("gke_preempted_without_retries", schedule=None, start_date=START) as preempted_without_retries:

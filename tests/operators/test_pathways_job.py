@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
+from airflow_provider_pathways.gke.ownership import followed_by_try
 from tests.airflow_runs import load_dag, run_dag
 from tests.airflow_versions import EXECUTION_TIMEOUT, RETRY_AFTER_DEFERRAL, TASK_LOG_IN_OUTPUT
 from tests.kube_jobs import act_when, stand_in_objects
@@ -175,17 +176,53 @@ def test_retry_reattaches_to_the_job_it_created(kube: Any, capfd: pytest.Capture
         uids.add(stand_in_objects(kube, "pathwaysjobs", namespace)[0]["metadata"]["uid"])
         kube.action(namespace, name, "suspend")
 
+    def followed_by_second_try() -> str | None:
+        for job in stand_in_objects(kube, "pathwaysjobs", namespace):
+            if followed_by_try(job) == 2:
+                return running_jobset(kube, namespace, 1)
+        return None
+
     watcher = act_when(lambda: running_jobset(kube, namespace, 1), suspend)
+    # the job's program ends only once the retry follows it, however long the retry takes to start
+    finisher = act_when(
+        followed_by_second_try, lambda name: kube.action(namespace, name, "complete-program"), timeout=60
+    )
     outcome = run_dag(load_dag(DAGS, "gke_suspended_reattach"))["train"]
     watcher.join(5)
+    finisher.join(5)
     logs = capfd.readouterr().out
-    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert watcher.failures == [] and finisher.failures == []  # type: ignore[attr-defined]
     assert outcome.state == "success"
     assert outcome.try_number == 2
     if TASK_LOG_IN_OUTPUT:
         assert "Reattaching to PathwaysJob suspended/" in logs
     assert creates(kube) == 1
     assert len(uids) == 1
+
+
+def test_a_suspended_job_found_by_its_owner_labels_is_followed_not_doubled(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A suspended JobSet runs again once resumed (jobset: spec.suspend), so a try that finds its
+    task instance's suspended job by owner labels follows it: a second job would run beside it."""
+    kube.control("requests/reset")
+    namespace = "left-suspended"
+
+    def followed() -> bool:
+        jobs = stand_in_objects(kube, "pathwaysjobs", namespace)
+        return any(followed_by_try(job) == 1 for job in jobs)
+
+    resumer = act_when(followed, lambda _: kube.action(namespace, "lost-try-job", "resume"), timeout=60)
+    outcomes = run_dag(load_dag(DAGS, "gke_suspended_left_by_a_lost_try"))
+    resumer.join(5)
+    logs = capfd.readouterr().out
+    assert resumer.failures == []  # type: ignore[attr-defined]
+    assert outcomes["train"].state == "success" and outcomes["train"].try_number == 1
+    assert outcomes["train"].xcom["name"] == "lost-try-job"
+    if TASK_LOG_IN_OUTPUT:
+        assert "Reattaching to PathwaysJob left-suspended/lost-try-job" in logs
+    assert creates(kube) == 1  # the lost try's; the task made none
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
 
 
 @EXECUTION_TIMEOUT
