@@ -5,8 +5,8 @@
 #   packages.sh --list PART  print a part's packages
 #
 # Parts: python (the venv), slurm (the host's Slurm 22.05 cluster), chroot (building the chroots of
-# further Slurm versions), airflow (PostgreSQL for the real deployment), ui (headless Chromium and
-# what Playwright's node driver links against). `make test` and `make demo` install every part
+# further Slurm versions), airflow (PostgreSQL and Redis for the real deployments), ui (headless
+# Chromium and what Playwright's node driver links against). `make test` and `make demo` install every part
 # before anything runs in parallel: two apt-get runs at once lose dpkg's lock.
 # Idempotent: a no-op when everything is installed. Needs root on Debian 12 to install.
 set -euo pipefail
@@ -17,7 +17,7 @@ part_packages() {
 	slurm) echo slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-jwt-plugin openssh-server \
 		openssh-client procps iproute2 ;;
 	chroot) echo debootstrap ;;
-	airflow) echo postgresql procps ;;
+	airflow) echo postgresql procps redis-server ;;
 	ui) echo chromium chromium-driver fonts-dejavu-core libatomic1 ;;
 	*)
 		echo "packages.sh: unknown part '$1' (parts: $PARTS)" >&2
@@ -76,12 +76,16 @@ if ! install; then
 		exit 1
 	}
 fi
-# Packages whose scripts start a service (postgresql) leave it running; the sandbox starts its own.
+# Packages whose scripts start a service (postgresql, redis-server) leave it running; the sandbox
+# starts its own.
 if command -v pg_lsclusters >/dev/null; then
 	pg_lsclusters -h 2>/dev/null | while read -r version cluster _port status _rest; do
 		if [[ $status == online* ]]; then
 			pg_ctlcluster "$version" "$cluster" stop || true
 		fi
 	done
+fi
+if [[ " ${missing[*]} " == *" redis-server "* ]] && pgrep -x redis-server >/dev/null; then
+	invoke-rc.d redis-server stop >/dev/null 2>&1 || pkill -x redis-server || true
 fi
 rm -f -- "$log_file"

@@ -1,5 +1,6 @@
-"""A real Airflow deployment on one machine: PostgreSQL, api-server, scheduler (LocalExecutor),
-dag-processor and several triggerers, each its own process with its own log file.
+"""A real Airflow deployment on one machine: PostgreSQL, api-server, scheduler (LocalExecutor, or
+CeleryExecutor with Redis as broker and Celery workers), dag-processor and several triggerers, each
+its own process with its own log file.
 
 ``AirflowDeployment(base_dir, dag_files, connections).start()`` writes ``AIRFLOW_HOME/airflow.cfg``,
 copies the DAG files into ``AIRFLOW_HOME/dags``, starts PostgreSQL, runs ``airflow db migrate``, then
@@ -7,6 +8,12 @@ starts the components and waits (with deadlines) until the API answers, the sche
 dag-processor and every triggerer have heartbeated. ``stop()`` ends every process it started (and
 their children: executor workers, task and trigger-runner processes) and stops PostgreSQL, also
 after a failed start. Intervals are short so that lost heartbeats are noticed within seconds.
+
+With ``executor="CeleryExecutor"`` the deployment also runs Redis (the broker; PostgreSQL keeps the
+Celery results) and ``celery_workers`` workers. Each worker is a host of its own to Airflow: its
+own Celery node name and the hostname its task instances record (``celery-worker-<n>``), its own
+port for the worker log server. They share one log folder, as the api-server reads the logs of
+every worker from it (on separate machines it fetches them from each worker's log server).
 """
 
 from __future__ import annotations
@@ -30,9 +37,14 @@ import psutil
 from sandbox import registry
 from sandbox.airflow.api import AirflowApi, AirflowApiError
 from sandbox.airflow.postgres import Postgres, free_port, start_postgres
+from sandbox.airflow.redis_server import Redis, start_redis
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ADMIN_USER = "admin"
+CELERY = "CeleryExecutor"
+#: The module (in ``AIRFLOW_HOME/config``, on every Airflow process's path) that names a worker's host.
+HOSTNAME_MODULE = "deployment_hostname"
+HOSTNAME_ENV = "PATHWAYS_DEPLOYMENT_HOSTNAME"
 
 
 class AirflowDeploymentError(RuntimeError):
@@ -178,7 +190,8 @@ def _ini(sections: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 class AirflowDeployment:
-    """PostgreSQL plus api-server, scheduler, dag-processor and ``triggerers`` triggerer processes."""
+    """PostgreSQL plus api-server, scheduler, dag-processor and ``triggerers`` triggerer processes;
+    with the CeleryExecutor also Redis and ``celery_workers`` Celery workers."""
 
     def __init__(
         self,
@@ -191,6 +204,9 @@ class AirflowDeployment:
         triggerers: int = 2,
         api_workers: int = 2,
         timings: Timings | None = None,
+        executor: str = "LocalExecutor",
+        celery_workers: int = 2,
+        worker_concurrency: int = 4,
     ) -> None:
         self.base_dir = Path(base_dir).resolve()
         self.home = self.base_dir / "airflow-home"
@@ -203,6 +219,10 @@ class AirflowDeployment:
         self.triggerer_count = triggerers
         self.api_workers = api_workers
         self.timings = timings or Timings()
+        self.executor = executor
+        self.celery_worker_count = celery_workers if executor == CELERY else 0
+        self.worker_concurrency = worker_concurrency
+        self.redis: Redis | None = None
         self.api_port = free_port()
         self.password = secrets.token_urlsafe(12)
         self.postgres: Postgres | None = None
@@ -227,10 +247,23 @@ class AirflowDeployment:
         """The contents of ``airflow.cfg``."""
         assert self.postgres is not None
         t = self.timings
+        sections = self._config(t)
+        if self.executor == CELERY:
+            assert self.redis is not None
+            sections["celery"] = {
+                "broker_url": self.redis.url(),
+                "result_backend": "db+" + self.postgres.url("psycopg"),
+                "worker_concurrency": self.worker_concurrency,
+                "sync_parallelism": 2,
+            }
+        return sections
+
+    def _config(self, t: Timings) -> dict[str, dict[str, Any]]:
+        assert self.postgres is not None
         return {
             "core": {
                 "dags_folder": self.dags_folder,
-                "executor": "LocalExecutor",
+                "executor": self.executor,
                 "parallelism": self.parallelism,
                 "max_active_tasks_per_dag": 64,
                 "max_active_runs_per_dag": 4,
@@ -313,6 +346,12 @@ class AirflowDeployment:
         passwords = self.home / "simple_auth_manager_passwords.json"
         passwords.write_text(json.dumps({ADMIN_USER: self.password}))
         passwords.chmod(0o600)
+        if self.celery_worker_count:
+            (self.home / "config").mkdir(exist_ok=True)
+            (self.home / "config" / f"{HOSTNAME_MODULE}.py").write_text(
+                f'"""The host a Celery worker of this deployment stands for."""\n\nimport os\n\n\n'
+                f"def hostname() -> str:\n    return os.environ[{HOSTNAME_ENV!r}]\n"
+            )
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -332,6 +371,8 @@ class AirflowDeployment:
             )
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.postgres = start_postgres()
+        if self.executor == CELERY:
+            self.redis = start_redis(self.base_dir / "redis")
         self._start_watchdog()
         self._prepare_home()
         migrate = subprocess.run(
@@ -356,6 +397,8 @@ class AirflowDeployment:
         self._wait(deadline, "the scheduler and dag-processor heartbeats", self._core_healthy)
         for n in range(1, self.triggerer_count + 1):
             self.start_triggerer(n, deadline=deadline)
+        for n in range(1, self.celery_worker_count + 1):
+            self.start_celery_worker(n, deadline=deadline)
 
     def _add(self, name: str, args: list[str], env: dict[str, str]) -> Component:
         component = Component(name, args, self.logs_dir / f"{name}.log", env, on_start=self._record)
@@ -389,6 +432,9 @@ class AirflowDeployment:
             if component.alive() and component.pid is not None:
                 with contextlib.suppress(psutil.Error):
                     processes.append([component.pid, psutil.Process(component.pid).create_time()])
+        if self.redis is not None and self.redis.process.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                processes.append([self.redis.pid, psutil.Process(self.redis.pid).create_time()])
         postgres = None
         if self.postgres is not None:
             postgres = {
@@ -426,6 +472,45 @@ class AirflowDeployment:
         self.triggerer_job_ids[n] = job_id
         return job_id
 
+    def celery_worker(self, n: int) -> Component:
+        return self.components[f"celery-worker-{n}"]
+
+    @staticmethod
+    def celery_hostname(n: int) -> str:
+        """The hostname task instances run by Celery worker ``n`` record."""
+        return f"celery-worker-{n}"
+
+    def start_celery_worker(self, n: int, *, deadline: float | None = None) -> None:
+        """Start (or restart) Celery worker ``n``; returns once it consumes from the broker."""
+        name = f"celery-worker-{n}"
+        component = self.components.get(name)
+        node = f"worker-{n}@%h"
+        if component is None:
+            env = dict(self.environment())
+            env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] = str(free_port())
+            env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] = f"{HOSTNAME_MODULE}.hostname"
+            env[HOSTNAME_ENV] = self.celery_hostname(n)
+            concurrency = str(self.worker_concurrency)
+            args = ["celery", "worker", "--celery-hostname", node, "--concurrency", concurrency]
+            component = self._add(name, args, env)
+        component.start()
+        start = component.starts
+        end = deadline if deadline is not None else time.monotonic() + 90
+
+        def ready() -> bool:
+            if not component.alive():
+                code = component.process.returncode if component.process else None
+                raise AirflowDeploymentError(f"{name} exited ({code}):\n{component.log_tail()}")
+            # celery prints "<node> ready." once it consumes; only this start's lines count
+            text = component.log_path.read_text(errors="replace")
+            return " ready." in text.split(f"===== start {start} of {name}", 1)[-1]
+
+        self._wait(end, f"{name} to be ready", ready)
+
+    def kill_celery_worker(self, n: int) -> None:
+        """SIGKILL Celery worker ``n``, its pool and the tasks it runs (a machine that dies)."""
+        self.celery_worker(n).kill()
+
     def kill_triggerer(self, n: int) -> int:
         """SIGKILL triggerer ``n`` and its trigger runner; returns the job id it had."""
         self.triggerer(n).kill()
@@ -438,7 +523,7 @@ class AirflowDeployment:
     def stop(self) -> None:
         """End every process (children included) and stop PostgreSQL; safe to call twice."""
         errors: list[str] = []
-        order = [n for n in self.components if n.startswith("triggerer")] + [
+        order = [n for n in self.components if n.startswith(("triggerer", "celery-worker"))] + [
             "dag-processor",
             "scheduler",
             "api-server",
@@ -454,6 +539,13 @@ class AirflowDeployment:
         if self._api is not None:
             self._api.close()
             self._api = None
+        if self.redis is not None:
+            with contextlib.suppress(OSError):
+                shutil.copy2(self.redis.log_path, self.logs_dir / "redis.log")
+            try:
+                self.redis.stop()
+            except Exception as err:
+                errors.append(f"redis: {err!r}")
         if self.postgres is not None:
             with contextlib.suppress(OSError):
                 shutil.copy2(self.postgres.log_path, self.logs_dir / "postgres.log")
@@ -471,7 +563,7 @@ class AirflowDeployment:
         last: Any = None
         while True:
             for component in self.components.values():
-                if component.name.startswith("triggerer") or component.process is None:
+                if component.name.startswith(("triggerer", "celery-worker")) or component.process is None:
                     continue
                 if not component.alive():
                     raise AirflowDeploymentError(

@@ -1,5 +1,6 @@
 """One real Airflow deployment per pytest run (PostgreSQL, api-server, scheduler with LocalExecutor,
 dag-processor, two triggerers) wired to the Kubernetes stand-in and the sandbox Slurm cluster.
+``celery/`` runs its own deployment, with the CeleryExecutor, before this one.
 
 Tests marked ``deployment``. Every selected scenario starts as soon as the deployment is up (see
 ``scenarios.py``); each test then waits for its own scenario and asserts on what it saw. The
@@ -30,8 +31,8 @@ from tests.environment import require_root
 
 HERE = Path(__file__).resolve().parent
 DAG_FILES = sorted((HERE / "dags").glob("*.py"))
-_SELECTED = pytest.StashKey[list[str]]()
-_DEPLOYMENT = pytest.StashKey[AirflowDeployment]()
+_SELECTED = pytest.StashKey[list[tuple[Path, str]]]()
+DEPLOYMENT_KEY = pytest.StashKey[AirflowDeployment]()
 _SEEN = pytest.StashKey[Any]()
 #: Seconds a Google access token of the GKE stand-in reached with a Google identity lives.
 GOOGLE_TOKEN_LIFETIME = 3
@@ -59,15 +60,27 @@ def scenario_name(item: pytest.Item) -> str | None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    names = {scenario_name(item) for item in session.items}
-    session.config.stash[_SELECTED] = sorted(n for n in names if n)
+    found = {(Path(str(item.fspath)).resolve(), scenario_name(item)) for item in session.items}
+    session.config.stash[_SELECTED] = sorted((path, name) for path, name in found if name)
+
+
+def selected_scenarios(config: pytest.Config, directory: Path, *, excluding: Path | None = None) -> list[str]:
+    """The scenarios of the selected tests under ``directory`` (not under ``excluding``): each
+    deployment runs its own."""
+    return sorted(
+        {
+            name
+            for path, name in config.stash.get(_SELECTED, [])
+            if path.is_relative_to(directory) and not (excluding and path.is_relative_to(excluding))
+        }
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
-    deployment = item.config.stash.get(_DEPLOYMENT, None)
+    deployment = item.config.stash.get(DEPLOYMENT_KEY, None)
     if report.failed and scenario_name(item):
         for seen in _outcomes(item.stash.get(_SEEN, None)):
             for attempt, text in sorted(seen.logs.items()):
@@ -170,7 +183,7 @@ def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
         deployment = AirflowDeployment(base / "airflow", DAG_FILES, connections=connections, parallelism=32)
         cleanups.append(deployment.stop)
         deployment.start()
-        request.config.stash[_DEPLOYMENT] = deployment
+        request.config.stash[DEPLOYMENT_KEY] = deployment
         airflow = Airflow(deployment)
         cleanups.append(airflow.close)
         yield Stage(airflow=airflow, kube=kube, slurm=slurm, gates=gates, google=google)
@@ -197,7 +210,7 @@ def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
 
 @pytest.fixture(scope="package")
 def runner(stage: Stage, request: pytest.FixtureRequest) -> Iterator[Runner]:
-    scenarios = Runner(stage, request.config.stash.get(_SELECTED, []))
+    scenarios = Runner(stage, selected_scenarios(request.config, HERE, excluding=HERE / "celery"))
     try:
         yield scenarios
     finally:

@@ -266,6 +266,13 @@ class Airflow:
         suffix = f"/{map_index}" if map_index >= 0 else ""
         return self.api.get(f"{ref.path}/taskInstances/{_q(task_id)}{suffix}")
 
+    def tries(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[int, dict[str, Any]]:
+        """Every try of the task instance (its state, hostname, pid...), by try number."""
+        ref = RunRef(dag_id, run_id)
+        suffix = f"/{map_index}" if map_index >= 0 else ""
+        found = self.api.get(f"{ref.path}/taskInstances/{_q(task_id)}{suffix}/tries")["task_instances"]
+        return {int(t["try_number"]): t for t in found}
+
     def wait_ti(
         self,
         dag_id: str,
@@ -350,15 +357,18 @@ class Airflow:
         self.wait_scheduler_loops(time.time(), loops=2, timeout=timeout)
 
     def _busy_task_instances(self) -> set[str]:
-        """Task instance ids in the titles of running processes (an executor worker shows the id of
-        the task instance it runs); one scan of the process table per second at most."""
+        """Task instance ids in the titles of running processes (a LocalExecutor worker and a task
+        process show the id of the task instance they run); one scan of the process table per
+        second at most."""
         with self._scan_lock:
             if time.monotonic() - self._scan_time > 1.0:
                 titles = set()
                 for proc in psutil.process_iter(["cmdline"]):
                     line = " ".join(proc.info.get("cmdline") or [])
-                    if "LocalExecutor:" in line:
+                    if "LocalExecutor:" in line:  # a LocalExecutor worker, while it supervises a try
                         titles.add(line.rsplit(":", 1)[1].strip())
+                    elif line.startswith("airflow worker -- "):  # a task process (any executor)
+                        titles.add(line.removeprefix("airflow worker -- ").strip())
                 self._scan, self._scan_time = titles, time.monotonic()
             return set(self._scan)
 

@@ -120,7 +120,7 @@ class Stage:
 
     airflow: Airflow
     kube: KubeCluster
-    slurm: SlurmCluster
+    slurm: SlurmCluster | None
     gates: dict[str, Gate]
     #: The stand-in of a GKE cluster reached with a Google identity (tokens of GOOGLE_TOKEN_LIFETIME s).
     google: Any = None
@@ -130,6 +130,7 @@ class Stage:
 
     @property
     def slurm_conf(self) -> dict[str, str]:
+        assert self.slurm is not None, "this deployment runs no Slurm cluster"
         return {
             "tag": self.slurm.tag,
             "workdir": str(self.slurm.workdir),
@@ -147,7 +148,9 @@ class Stage:
 
     def make_drill(self, name: str, parties: set[str]) -> Rendezvous:
         if name == "preemption":
-            return Rendezvous(name, parties, lambda items: self.slurm.preempt(list(items.values())))
+            slurm = self.slurm
+            assert slurm is not None, "this deployment runs no Slurm cluster"
+            return Rendezvous(name, parties, lambda items: slurm.preempt(list(items.values())))
         if name.startswith("outage:"):
             gate = self.gates[name.split(":", 1)[1]]
             return Rendezvous(name, parties, lambda items: self._outage(gate, items))
