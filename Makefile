@@ -60,16 +60,19 @@ test-steps: sandbox-slurm sandbox-airflow sandbox-ui docs
 
 # The older Airflow versions the provider supports (the full suite runs on the venv's, 3.3): each in
 # its own venv (.venv-compat/<version>, pinned by sandbox/compat/constraints-<version>.txt, reused
-# while unchanged), running the fast tier (docs/compatibility.rst).
+# while unchanged), running the fast tier and, on 3.x, the smoke of a real deployment
+# (tests/deployment/compat; docs/compatibility.rst).
 COMPAT_AIRFLOW ?= 2.11.2 3.0.6 3.1.8 3.2.2
 FAST_TIER = -m "not service and not slow and not end_to_end"
 test-compat:
-	bash sandbox/packages.sh python
+	bash sandbox/packages.sh python airflow
 	bash sandbox/compat/venv.sh $(COMPAT_AIRFLOW)
 	@failed=; for version in $(COMPAT_AIRFLOW); do \
 		echo "== Airflow $$version"; \
 		.venv-compat/$$version/bin/python -m pytest -q -p no:cacheprovider -n 2 $(FAST_TIER) tests \
 			|| failed="$$failed $$version"; \
+		.venv-compat/$$version/bin/python -m pytest -q -p no:cacheprovider tests/deployment/compat \
+			|| failed="$$failed $$version(smoke)"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "test-compat: failed on Airflow$$failed"; exit 1; fi
 

@@ -8,7 +8,9 @@ is generated from :data:`FEATURES`). Imports that only moved between versions go
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_3_PLUS
 
@@ -16,6 +18,33 @@ from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_3_PLUS
 RETRY_POLICIES: bool = AIRFLOW_V_3_3_PLUS
 #: ``BaseTrigger.on_kill``, called when a user kills a deferred task.
 TRIGGER_ON_KILL: bool = AIRFLOW_V_3_3_PLUS
+
+
+#: The keyword the operators and sensors defer with: the try that deferred. Airflow 3.0 (and early
+#: 3.1 releases) keep ``next_method`` and ``next_kwargs`` across a retry (apache/airflow#56704), so
+#: a retry resumes with the trigger event of the try before it instead of starting afresh.
+DEFERRED_BY_TRY = "deferred_by_try"
+
+
+def deferred_by(context: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``kwargs`` of a deferral: the try that defers."""
+    return {DEFERRED_BY_TRY: getattr(context.get("ti"), "try_number", None)}
+
+
+def resumed_by_an_earlier_try(context: Mapping[str, Any], kwargs: Mapping[str, Any], log: Any) -> bool:
+    """Whether this resumption carries an earlier try's trigger event (logged): the try must start
+    afresh."""
+    deferred = kwargs.get(DEFERRED_BY_TRY)
+    current = getattr(context.get("ti"), "try_number", None)
+    if deferred is None or current is None or deferred == current:
+        return False
+    log.warning(
+        "Try %s was resumed with the trigger event of try %s (Airflow keeps it across retries before "
+        "3.1): starting this try afresh",
+        current,
+        deferred,
+    )
+    return True
 
 
 @dataclass(frozen=True)
@@ -55,5 +84,13 @@ FEATURES: tuple[Feature, ...] = (
         "the trigger asks for its task instance's state when it is cancelled (as cncf-kubernetes "
         "and the google provider do) and deletes or cancels the job unless the task is still "
         "deferred (a triggerer that stops or hands the trigger over)",
+    ),
+    Feature(
+        "Retry after a deferred try",
+        "3.1",
+        "a retry starts from ``execute``",
+        "Airflow 3.0 resumes a retry with the trigger event of the try before it "
+        "(apache/airflow#56704); the operators and sensors defer with the try's number and start "
+        "such a retry afresh",
     ),
 )

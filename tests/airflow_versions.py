@@ -16,7 +16,9 @@ AIRFLOW_3_DAGS = pytest.mark.skipif(
     not AIRFLOW_V_3_0_PLUS, reason="written for Airflow 3 (airflow.sdk), as the README and examples are"
 )
 #: Airflow 3.0's ``dag.test()`` keeps the ``next_method`` of a deferred try on the task instance it
-#: runs in line, so the retry resumes with the previous try's trigger event instead of executing.
+#: runs in line, so the retry resumes with the previous try's trigger event instead of executing;
+#: its in-line trigger run also drops the deferral's ``kwargs``, so the operators cannot tell (a
+#: real 3.0 deployment keeps them: tests/deployment/compat checks the retry there).
 RETRY_AFTER_DEFERRAL = pytest.mark.skipif(
     AIRFLOW_V_3_0_PLUS and not AIRFLOW_V_3_1_PLUS,
     reason="Airflow 3.0's dag.test() resumes a retry with the previous try's trigger event",

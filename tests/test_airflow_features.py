@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from airflow_provider_pathways.airflow_features import RETRY_POLICIES
+from airflow_provider_pathways.airflow_features import RETRY_POLICIES, deferred_by, resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
 from airflow_provider_pathways.retry import PathwaysRetryPolicy, apply_preemption_budget
 
@@ -45,3 +45,28 @@ def test_the_preemption_budget_is_applied_where_the_dag_sets_no_retries(
 def test_a_retry_policy_before_airflow_3_3_is_refused_saying_what_to_do() -> None:
     with pytest.raises(TypeError, match=r"needs Airflow 3\.3.*leave retry_policy out"):
         PathwaysRetryPolicy()
+
+
+class _Ti:
+    def __init__(self, try_number: int) -> None:
+        self.try_number = try_number
+
+
+@pytest.mark.parametrize(
+    ("deferred", "current", "stale"),
+    [(1, 2, True), (2, 2, False), (None, 2, False)],
+)
+def test_a_retry_resumed_with_an_earlier_tries_event_starts_afresh(
+    deferred: int | None, current: int, stale: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """apache/airflow#56704: Airflow 3.0 hands a retry the ``next_method`` and ``next_kwargs`` of the
+    try before it; the try that deferred travels in those kwargs (checked in a real 3.0 deployment
+    by tests/deployment/compat)."""
+    import logging
+
+    context = {"ti": _Ti(deferred or current)}
+    kwargs = deferred_by(context) if deferred is not None else {}
+    log = logging.getLogger("pathways-test")
+    with caplog.at_level(logging.WARNING, "pathways-test"):
+        assert resumed_by_an_earlier_try({"ti": _Ti(current)}, kwargs, log) is stale
+    assert ("starting this try afresh" in caplog.text) is stale

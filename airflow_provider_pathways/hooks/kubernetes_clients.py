@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
+from airflow.providers.common.compat.sdk import AirflowNotFoundException
+from asgiref.sync import sync_to_async
 from kubernetes_asyncio import client as async_client
 
 from airflow_provider_pathways.hooks.kubernetes_google import GkeTarget, configure_async
@@ -33,6 +35,24 @@ class PathwaysAsyncKubernetesHook(AsyncKubernetesHook):
         await configure_async(self.client_configuration, target)
         self._is_in_cluster = False
         self._config_loaded = True
+
+    async def get_conn_extras(self) -> dict[str, Any]:
+        """The connection's extras, read in a worker thread: reading them masks their secrets, and
+        Airflow 3.0's triggerer refuses to send that mask from its event loop ("You cannot use
+        AsyncToSync in the same thread as an async event loop")."""
+        if self._extras is None:
+            self._extras = await sync_to_async(self._read_extras)()
+        return self._extras
+
+    def _read_extras(self) -> dict[str, Any]:
+        if not self.conn_id:
+            return {}
+        try:
+            return dict(self.get_connection(self.conn_id).extra_dejson)
+        except AirflowNotFoundException:
+            if self.conn_id == self.default_conn_name:
+                return {}
+            raise
 
 
 @dataclass

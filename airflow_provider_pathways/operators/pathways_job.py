@@ -14,6 +14,7 @@ from airflow.providers.common.compat.sdk import (
     conf,
 )
 
+from airflow_provider_pathways.airflow_features import deferred_by, resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
 from airflow_provider_pathways.gke.job_objects import StatusOptions
 from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
@@ -312,10 +313,10 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
             return self._result(self.job_status())
         deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
-            self._defer(deadline)
+            self._defer(context, deadline)
         return self.finish_job(context, external_id, self._poll(context, deadline))
 
-    def _defer(self, deadline: Deadline) -> None:
+    def _defer(self, context: Context, deadline: Deadline) -> None:
         from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 
         self.defer(
@@ -336,6 +337,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
                 queue_timeout=self.queue_timeout,
             ),
             method_name="execute_complete",
+            kwargs=deferred_by(context),
         )
 
     def _poll(self, context: Context, deadline: Deadline) -> PathwaysJobStatus:
@@ -405,6 +407,8 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any], **newer: Any) -> Any:
         """Resume after the trigger fired."""
+        if resumed_by_an_earlier_try(context, newer, self.log):
+            return self.execute(context)
         self._spec = self.build_spec(context)
         self.start_try(context, resumed=True)
         self._identity_pushed = True  # before the try deferred

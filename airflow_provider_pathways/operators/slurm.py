@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
 
+from airflow_provider_pathways.airflow_features import resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
 from airflow_provider_pathways.operators.resumable import Deadline
 from airflow_provider_pathways.reattach import JobJudgement, Verdict
@@ -256,6 +257,8 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         self, context: Context, event: dict[str, Any], job_id: int | None = None, **newer: Any
     ) -> dict[str, Any]:
         """Resume after the readiness trigger fired."""
+        if resumed_by_an_earlier_try(context, newer, self.log):
+            return self.execute(context)  # type: ignore[no-any-return]
         self._resolve_cluster_env_path(context)
         self.resume(context, event, job_id)
         if event.get("status") == "service_ended":
@@ -454,6 +457,8 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         self, context: Context, event: dict[str, Any], job_id: int | None = None, **newer: Any
     ) -> dict[str, Any]:
         """Resume after the job trigger fired."""
+        if resumed_by_an_earlier_try(context, newer, self.log):
+            return self.execute(context)  # type: ignore[no-any-return]
         self.resume(context, event, job_id)
         status = event.get("status")
         if status not in ("done", "stuck"):

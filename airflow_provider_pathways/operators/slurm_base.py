@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowTaskTimeout, conf
 
+from airflow_provider_pathways.airflow_features import deferred_by
 from airflow_provider_pathways.failures import FailureClass, PathwaysSpecRejected
 from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
 from airflow_provider_pathways.operators.template_values import rendered_mapping
@@ -248,7 +249,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             self.defer(
                 trigger=self.trigger(deadline),
                 method_name="execute_complete",
-                kwargs={"job_id": self._job_id},
+                kwargs={"job_id": self._job_id, **deferred_by(context)},
             )
         observed = self.poll(
             context,

@@ -17,6 +17,7 @@ from airflow.providers.common.compat.sdk import (
     conf,
 )
 
+from airflow_provider_pathways.airflow_features import deferred_by, resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
 from airflow_provider_pathways.gke.job_objects import StatusOptions
 from airflow_provider_pathways.gke.judgement import judge_status
@@ -157,6 +158,7 @@ class PathwaysJobReadySensor(BaseSensorOperator):
                 deadline=time.time() + self._timeout_seconds(),
             ),
             method_name="execute_complete",
+            kwargs=deferred_by(context),
             timeout=timedelta(seconds=self._timeout_seconds()),
         )
         return None
@@ -167,6 +169,8 @@ class PathwaysJobReadySensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any], **newer: Any) -> str:
         """Resume after the trigger fired."""
+        if resumed_by_an_earlier_try(context, newer, self.log):
+            return self.execute(context)  # type: ignore[no-any-return]
         if event.get("status") == "timeout":
             raise AirflowSensorTimeout(f"{self.job_name} was not ready within {self._timeout_seconds()}s")
         if event.get("status") != "done":

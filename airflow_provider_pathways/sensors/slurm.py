@@ -17,6 +17,7 @@ from airflow.providers.common.compat.sdk import (
     conf,
 )
 
+from airflow_provider_pathways.airflow_features import deferred_by, resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
 from airflow_provider_pathways.retry import apply_retry_policy
 from airflow_provider_pathways.slurm.cluster_env import (
@@ -199,12 +200,15 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
                 **self.probe().to_dict(),
             ),
             method_name="execute_complete",
+            kwargs=deferred_by(context),
             timeout=timedelta(seconds=timeout),
         )
         return None
 
     def execute_complete(self, context: Context, event: dict[str, Any], **newer: Any) -> dict[str, Any]:
         """Resume after the trigger fired."""
+        if resumed_by_an_earlier_try(context, newer, self.log):
+            return self.execute(context)  # type: ignore[no-any-return]
         status = event.get("status")
         if status == "service_ended":
             self._fail_ended(event.get("job"))

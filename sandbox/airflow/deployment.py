@@ -234,6 +234,23 @@ class AirflowDeployment:
     # ---- configuration ------------------------------------------------------------------------
 
     @property
+    def driver(self) -> str:
+        """The PostgreSQL driver of Airflow's SQLAlchemy: psycopg 3 from SQLAlchemy 2 on (Airflow
+        3.1+), psycopg2 before (Airflow 2.11 and 3.0 run SQLAlchemy 1.4)."""
+        return "psycopg" if self._sqlalchemy_2 else "psycopg2"
+
+    @property
+    def async_driver(self) -> str:
+        """psycopg 3 from SQLAlchemy 2 on; asyncpg before (SQLAlchemy 1.4 has no async psycopg)."""
+        return "psycopg" if self._sqlalchemy_2 else "asyncpg"
+
+    @property
+    def _sqlalchemy_2(self) -> bool:
+        import sqlalchemy
+
+        return int(sqlalchemy.__version__.split(".")[0]) >= 2
+
+    @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.api_port}"
 
@@ -252,7 +269,7 @@ class AirflowDeployment:
             assert self.redis is not None
             sections["celery"] = {
                 "broker_url": self.redis.url(),
-                "result_backend": "db+" + self.postgres.url("psycopg"),
+                "result_backend": "db+" + self.postgres.url(self.driver),
                 "worker_concurrency": self.worker_concurrency,
                 "sync_parallelism": 2,
             }
@@ -278,8 +295,8 @@ class AirflowDeployment:
                 "unit_test_mode": "False",
             },
             "database": {
-                "sql_alchemy_conn": self.postgres.url("psycopg"),
-                "sql_alchemy_conn_async": self.postgres.url("psycopg"),
+                "sql_alchemy_conn": self.postgres.url(self.driver),
+                "sql_alchemy_conn_async": self.postgres.url(self.async_driver),
                 # every running task heartbeats through the API server: dozens of requests at once
                 "sql_alchemy_pool_size": 10,
                 "sql_alchemy_max_overflow": 60,
@@ -291,7 +308,8 @@ class AirflowDeployment:
                 "workers": self.api_workers,
                 "secret_key": secrets.token_urlsafe(24),
             },
-            "api_auth": {"jwt_secret": secrets.token_urlsafe(32)},
+            # an issuer: Airflow 3.0 passes None when unset, which PyJWT 2.10+ refuses
+            "api_auth": {"jwt_secret": secrets.token_urlsafe(32), "jwt_issuer": "airflow-deployment"},
             "scheduler": {
                 "task_instance_heartbeat_timeout": t.task_heartbeat_timeout,
                 "task_instance_heartbeat_timeout_detection_interval": t.task_heartbeat_detection,
@@ -365,9 +383,9 @@ class AirflowDeployment:
         return self
 
     def _start(self, deadline: float) -> None:
-        if importlib.util.find_spec("psycopg") is None:
+        if importlib.util.find_spec(self.driver) is None:
             raise AirflowDeploymentError(
-                "the PostgreSQL driver is missing: pip install 'psycopg[binary]' (the test extra has it)"
+                f"the PostgreSQL driver {self.driver} is missing: the test extra installs it"
             )
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.postgres = start_postgres()

@@ -64,14 +64,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     session.config.stash[_SELECTED] = sorted((path, name) for path, name in found if name)
 
 
-def selected_scenarios(config: pytest.Config, directory: Path, *, excluding: Path | None = None) -> list[str]:
+def selected_scenarios(
+    config: pytest.Config, directory: Path, *, excluding: tuple[Path, ...] = ()
+) -> list[str]:
     """The scenarios of the selected tests under ``directory`` (not under ``excluding``): each
     deployment runs its own."""
     return sorted(
         {
             name
             for path, name in config.stash.get(_SELECTED, [])
-            if path.is_relative_to(directory) and not (excluding and path.is_relative_to(excluding))
+            if path.is_relative_to(directory) and not any(path.is_relative_to(e) for e in excluding)
         }
     )
 
@@ -131,6 +133,54 @@ def _slurm_connections(settings: dict[str, str], gates: dict[str, Gate]) -> dict
             gated["extra"] = dict(direct["extra"], known_hosts=f"[127.0.0.1]:{gates['ssh'].port} {key}")
         conns[f"slurm_{transport}_gated"] = json.dumps(gated)
     return conns
+
+
+@contextlib.contextmanager
+def kube_only_stage(
+    request: pytest.FixtureRequest, prefix: str, dag_files: list[Path], **deployment: Any
+) -> Iterator[Stage]:
+    """A deployment (``deployment``: its settings) wired to a Kubernetes stand-in of its own, no
+    Slurm; everything stopped afterwards (files kept with ``PATHWAYS_KEEP_DEPLOYMENT_LOGS=1``)."""
+    require_root("the deployment tests need root (PostgreSQL as its own user)")
+    from sandbox.kube.launcher import start_kube_standin
+
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    keep = os.environ.get("PATHWAYS_KEEP_DEPLOYMENT_LOGS") == "1"
+    standin = start_kube_standin(base / "kube")
+    kube = KubeCluster(standin)
+    airflow_deployment = AirflowDeployment(
+        base / "airflow", dag_files, connections={"gke_sandbox": standin.airflow_connection()}, **deployment
+    )
+    airflow: Airflow | None = None
+    try:
+        airflow_deployment.start()
+        request.config.stash[DEPLOYMENT_KEY] = airflow_deployment  # its logs go with a failed test's report
+        airflow = Airflow(airflow_deployment)
+        yield Stage(airflow=airflow, kube=kube, slurm=None, gates={})
+    finally:
+        if airflow is not None:
+            airflow.close()
+        try:
+            airflow_deployment.stop()
+        finally:
+            kube.close()
+            standin.stop()
+            if keep:
+                print(f"deployment files kept in {base}")
+            else:
+                shutil.rmtree(base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def scenario_runner(stage: Stage, config: pytest.Config, directory: Path, **select: Any) -> Iterator[Runner]:
+    """The scenarios of the selected tests under ``directory``, started at once on ``stage``."""
+    scenarios = Runner(stage, selected_scenarios(config, directory, **select))
+    try:
+        yield scenarios
+    finally:
+        scenarios.close()
+        if os.environ.get("PATHWAYS_DEPLOYMENT_CPU_REPORT") == "1":
+            print("\nscenarios done after (s):", dict(sorted(scenarios.took.items(), key=lambda kv: kv[1])))
 
 
 @pytest.fixture(scope="package")
@@ -210,13 +260,11 @@ def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
 
 @pytest.fixture(scope="package")
 def runner(stage: Stage, request: pytest.FixtureRequest) -> Iterator[Runner]:
-    scenarios = Runner(stage, selected_scenarios(request.config, HERE, excluding=HERE / "celery"))
-    try:
+    # celery/ and compat/ run their own deployments, and their own scenarios on them
+    with scenario_runner(
+        stage, request.config, HERE, excluding=(HERE / "celery", HERE / "compat")
+    ) as scenarios:
         yield scenarios
-    finally:
-        scenarios.close()
-        if os.environ.get("PATHWAYS_DEPLOYMENT_CPU_REPORT") == "1":
-            print("\nscenarios done after (s):", dict(sorted(scenarios.took.items(), key=lambda kv: kv[1])))
 
 
 @pytest.fixture

@@ -1,0 +1,58 @@
+"""DAGs of the smoke deployment that every Airflow 3.x the provider supports runs (the Kubernetes
+stand-in; each DAG in its own namespace, its dag id with dashes). Programs are gated: they run
+until the test ends them. Written for every version: no retry policy (3.3 only), ``retries`` and
+``retry_delay`` instead."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.providers.common.compat.sdk import DAG
+
+from airflow_provider_pathways.gke.spec import PathwaysJobSpec
+from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
+
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+GATED = {"sandbox.pathways.dev/program-seconds": "3600"}
+TEMPLATE = {
+    "spec": {"containers": [{"name": "main", "image": "python:3.12", "command": ["python", "train.py"]}]}
+}
+
+
+def train(dag_id: str, **kwargs: Any) -> PathwaysJobOperator:
+    job = PathwaysJobSpec.from_tpu_type(
+        "v5litepod-16", num_slices=1, pathways_dir="gs://pathways-test-bucket/scratch", template=TEMPLATE
+    )
+    return PathwaysJobOperator(
+        task_id="train",
+        job=job,
+        namespace=dag_id.replace("_", "-"),
+        kubernetes_conn_id="gke_sandbox",
+        retry_delay=timedelta(seconds=1),
+        poll_interval=2,
+        annotations=GATED,
+        **kwargs,
+    )
+
+
+def dag(dag_id: str) -> DAG:
+    return DAG(dag_id, schedule=None, start_date=START, catchup=False, tags=["deployment", "compat"])
+
+
+# Submit, defer, resume in a worker once the program ends.
+with dag("compat_deferred"):
+    train("compat_deferred", deferrable=True, retries=0, log_tail_lines=5)
+
+# The worker dies while the try polls: the retry finds the job by its owner labels and follows it.
+with dag("compat_worker_killed"):
+    train("compat_worker_killed", deferrable=False, retries=2)
+
+# A slice is preempted during the deferred wait: retried (retries), with a fresh job.
+with dag("compat_preempted"):
+    train("compat_preempted", deferrable=True, retries=2)
+
+# A user marks the deferred task failed: its job is deleted (before 3.3 by the trigger's cleanup).
+with dag("compat_killed_deferred"):
+    train("compat_killed_deferred", deferrable=True, retries=2)
