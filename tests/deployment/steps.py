@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tests.deployment.harness import wait_for
 from tests.deployment.scenarios import Stage
 
+# the SDK's ResumableJobMixin says "Reconnecting to existing job"; an operator may say it its own way
+REATTACHED = re.compile(r"Reconnecting to existing job|Reattaching to ")
 WAIT = 240  # seconds for a task to start, submit and wait (tasks start slowly when dozens run at once)
 
 

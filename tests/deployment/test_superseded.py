@@ -9,7 +9,8 @@ import pytest
 
 from tests.deployment.harness import TaskOutcome
 from tests.deployment.scenarios import Stage, scenario
-from tests.deployment.test_worker_crash import PLATFORMS, REATTACHED, Crash
+from tests.deployment.steps import REATTACHED
+from tests.deployment.test_worker_crash import PLATFORMS, Crash
 
 SUPERSEDED = "superseded"
 

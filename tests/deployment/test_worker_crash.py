@@ -7,7 +7,6 @@ worker is alive at all.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
@@ -15,15 +14,13 @@ import pytest
 from airflow_provider_pathways.gke.ownership import FOLLOWED_BY_TRY
 from tests.deployment.harness import FINISHED_TI_STATES, TaskOutcome, outcome, wait_for
 from tests.deployment.scenarios import Stage, scenario
-from tests.deployment.steps import WAIT, gke_end_program, gke_waiting, namespace, slurm_waiting
+from tests.deployment.steps import REATTACHED, WAIT, gke_end_program, gke_waiting, namespace, slurm_waiting
 
 PLATFORMS = ("gke", "slurm_rest", "slurm_ssh")
 OUTCOMES = ("success", "fail", "preempt")
 RUN_TIMEOUT = 300
 ROOM = 12  # idle CPUs before a job meant to be preempted is submitted
 FIRST_BURST = ("slurm_happy", "service_happy", "mark_failed")
-# the SDK's ResumableJobMixin says "Reconnecting to existing job"; an operator may say it its own way
-REATTACHED = re.compile(r"Reconnecting to existing job|Reattaching to ")
 
 
 def dag_for(platform: str, kind: str) -> str:

@@ -12,8 +12,7 @@ from sandbox.airflow.deployment import AirflowDeployment
 from tests.deployment.celery.conftest import CELERY_WORKERS
 from tests.deployment.harness import TaskOutcome, outcome, wait_for
 from tests.deployment.scenarios import Stage, scenario
-from tests.deployment.steps import WAIT, gke_end_program, gke_waiting, namespace
-from tests.deployment.test_worker_crash import REATTACHED
+from tests.deployment.steps import REATTACHED, WAIT, gke_end_program, gke_waiting, namespace
 
 RUN_TIMEOUT = 300
 FANOUT = 40

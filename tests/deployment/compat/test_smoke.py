@@ -11,8 +11,7 @@ import pytest
 
 from tests.deployment.harness import ConditionTimeout, TaskOutcome, outcome, wait_for
 from tests.deployment.scenarios import Stage, scenario
-from tests.deployment.steps import WAIT, gke_end_program, gke_waiting, namespace
-from tests.deployment.test_worker_crash import REATTACHED
+from tests.deployment.steps import REATTACHED, WAIT, gke_end_program, gke_waiting, namespace
 
 RUN_TIMEOUT = 300
 CLEANUP_TIMEOUT = 60
