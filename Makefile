@@ -60,8 +60,8 @@ test-steps: sandbox-slurm sandbox-airflow sandbox-ui docs
 
 # The older Airflow versions the provider supports (the full suite runs on the venv's, 3.3): each in
 # its own venv (.venv-compat/<version>, pinned by sandbox/compat/constraints-<version>.txt, reused
-# while unchanged), running the fast tier and, on 3.x, the smoke of a real deployment
-# (tests/deployment/compat; docs/compatibility.rst).
+# while unchanged; 2.11 on Python 3.10 and 3.2 on 3.12 where the machine has them), running the
+# fast tier and the smoke of a real deployment (tests/deployment/compat; docs/compatibility.rst).
 COMPAT_AIRFLOW ?= 2.11.2 3.0.6 3.1.8 3.2.2
 FAST_TIER = -m "not service and not slow and not end_to_end"
 test-compat:

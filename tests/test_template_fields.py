@@ -33,10 +33,10 @@ def provider_operator_classes() -> list[type[BaseOperator]]:
     for name in modules:
         module = importlib.import_module(name)
         for value in vars(module).values():
-            if (
+            if (  # module first: Python 3.10 calls an alias such as tuple[...] a class
                 inspect.isclass(value)
-                and issubclass(value, BaseOperator)
                 and value.__module__ == name
+                and issubclass(value, BaseOperator)
                 and not inspect.isabstract(value)
             ):
                 classes.append(value)

@@ -239,7 +239,7 @@ _KEYS = ("BearerToken", "authorization")
 def sync_api_client(target: GkeTarget) -> sync_client.ApiClient:
     """A ``kubernetes`` API client for the cluster whose token is refreshed before each request
     when it is about to expire."""
-    from airflow.providers.cncf.kubernetes.kube_client import _TimeoutK8sApiClient
+    from airflow.providers.cncf.kubernetes import kube_client
     from kubernetes import client
 
     access = cluster_access(target)
@@ -253,7 +253,14 @@ def sync_api_client(target: GkeTarget) -> sync_client.ApiClient:
 
     refresh(configuration)
     configuration.refresh_api_key_hook = refresh
-    return _TimeoutK8sApiClient(configuration=configuration, enable_tcp_keepalive=True)
+    # TCP keepalive: cncf-kubernetes 10.24+ sets it on the configuration, earlier releases (the
+    # last on Python 3.10 among them) on urllib3's default socket options
+    configure_keepalive = getattr(kube_client, "configure_tcp_keepalive", None)
+    if configure_keepalive is not None:
+        configure_keepalive(configuration)
+    else:
+        kube_client._enable_tcp_keepalive()
+    return kube_client._TimeoutK8sApiClient(configuration=configuration)
 
 
 async def configure_async(configuration: async_client.Configuration, target: GkeTarget) -> None:

@@ -1,4 +1,5 @@
-"""A small client for Airflow's REST API v2 (``/api/v2``) with a JWT from the simple auth manager."""
+"""A small client for Airflow's stable REST API: v2 (``/api/v2``, Airflow 3) with a JWT from the
+simple auth manager, or v1 (``/api/v1``, Airflow 2) with basic auth of a FAB user."""
 
 from __future__ import annotations
 
@@ -18,12 +19,17 @@ class AirflowApiError(RuntimeError):
 
 
 class AirflowApi:
-    """REST API v2 calls as one user; the token comes from ``POST /auth/token`` and is renewed on 401."""
+    """REST API calls as one user. v2: the token comes from ``POST /auth/token`` and is renewed on
+    401; v1: every call carries the user's basic auth."""
 
-    def __init__(self, base_url: str, username: str, password: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str, username: str, password: str, *, version: str = "v2", timeout: float = 30.0
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.version = version
         self._credentials = {"username": username, "password": password}
-        self._client = httpx.Client(base_url=self.base_url, timeout=timeout)
+        basic = httpx.BasicAuth(username, password) if version == "v1" else None
+        self._client = httpx.Client(base_url=self.base_url, timeout=timeout, auth=basic)
         self._token: str | None = None
         self._lock = threading.Lock()
 
@@ -50,12 +56,15 @@ class AirflowApi:
         ok: tuple[int, ...] = (200, 201, 204),
         headers: dict[str, str] | None = None,
     ) -> httpx.Response:
-        """One call under ``/api/v2`` (or an absolute path); raises :class:`AirflowApiError` unless ``ok``."""
-        url = path if path.startswith(("/api/", "/auth/")) else "/api/v2/" + path.lstrip("/")
+        """One call under ``/api/<version>`` (or an absolute path); raises :class:`AirflowApiError`
+        unless ``ok``."""
+        url = path if path.startswith(("/api/", "/auth/")) else f"/api/{self.version}/" + path.lstrip("/")
         for attempt in (0, 1):
-            auth = {"Authorization": f"Bearer {self.token(renew=attempt == 1)}", **(headers or {})}
+            auth = dict(headers or {})
+            if self.version != "v1":
+                auth["Authorization"] = f"Bearer {self.token(renew=attempt == 1)}"
             resp = self._client.request(method, url, json=json, params=params, headers=auth)
-            if resp.status_code != 401:
+            if resp.status_code != 401 or self.version == "v1":
                 break
         if resp.status_code not in ok:
             raise AirflowApiError(method, url, resp.status_code, resp.text)

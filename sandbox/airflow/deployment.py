@@ -1,6 +1,7 @@
 """A real Airflow deployment on one machine: PostgreSQL, api-server, scheduler (LocalExecutor, or
 CeleryExecutor with Redis as broker and Celery workers), dag-processor and several triggerers, each
-its own process with its own log file.
+its own process with its own log file. On Airflow 2 the webserver serves the REST API v1 (basic
+auth of a FAB user) in the api-server's place, and the dag-processor runs standalone as in 3.
 
 ``AirflowDeployment(base_dir, dag_files, connections).start()`` writes ``AIRFLOW_HOME/airflow.cfg``,
 copies the DAG files into ``AIRFLOW_HOME/dags``, starts PostgreSQL, runs ``airflow db migrate``, then
@@ -29,6 +30,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,6 +47,32 @@ CELERY = "CeleryExecutor"
 #: The module (in ``AIRFLOW_HOME/config``, on every Airflow process's path) that names a worker's host.
 HOSTNAME_MODULE = "deployment_hostname"
 HOSTNAME_ENV = "PATHWAYS_DEPLOYMENT_HOSTNAME"
+AIRFLOW_2 = int(version("apache-airflow").split(".")[0]) < 3
+#: Options of Airflow 3 that Airflow 2 knows by another name (Airflow 3's ``deprecated_options``,
+#: read the other way round); ``None``: Airflow 2 has no such option.
+AIRFLOW_2_OPTIONS: dict[tuple[str, str], tuple[str, str] | None] = {
+    ("api", "host"): ("webserver", "web_server_host"),
+    ("api", "port"): ("webserver", "web_server_port"),
+    ("api", "base_url"): ("webserver", "base_url"),
+    ("api", "workers"): ("webserver", "workers"),
+    ("api", "secret_key"): ("webserver", "secret_key"),
+    ("scheduler", "task_instance_heartbeat_timeout"): ("scheduler", "scheduler_zombie_task_threshold"),
+    ("scheduler", "task_instance_heartbeat_timeout_detection_interval"): (
+        "scheduler",
+        "zombie_detection_interval",
+    ),
+    ("workers", "min_heartbeat_interval"): ("scheduler", "local_task_job_heartbeat_sec"),
+    ("dag_processor", "refresh_interval"): ("scheduler", "dag_dir_list_interval"),
+    ("dag_processor", "min_file_process_interval"): ("scheduler", "min_file_process_interval"),
+    ("dag_processor", "print_stats_interval"): ("scheduler", "print_stats_interval"),
+    ("dag_processor", "dag_file_processor_timeout"): ("core", "dag_file_processor_timeout"),
+    ("core", "execution_api_server_url"): None,
+    ("core", "simple_auth_manager_users"): None,
+    ("core", "simple_auth_manager_passwords_file"): None,
+    ("database", "sql_alchemy_conn_async"): None,
+    ("api_auth", "jwt_secret"): None,
+    ("api_auth", "jwt_issuer"): None,
+}
 
 
 class AirflowDeploymentError(RuntimeError):
@@ -180,6 +208,23 @@ def _kill_all(processes: Iterable[psutil.Process]) -> None:
     psutil.wait_procs(list(processes), timeout=10)
 
 
+def _as_airflow_2(sections: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The same configuration in Airflow 2's words: renamed options, the webserver's REST API v1 with
+    basic auth (and XCom values as JSON), the dag-processor standalone."""
+    out: dict[str, dict[str, Any]] = {}
+    for section, options in sections.items():
+        for key, value in options.items():
+            target = AIRFLOW_2_OPTIONS.get((section, key), (section, key))
+            if target is not None:
+                out.setdefault(target[0], {})[target[1]] = value
+    out.setdefault("api", {}).update(
+        {"auth_backends": "airflow.api.auth.backend.basic_auth", "enable_xcom_deserialize_support": "True"}
+    )
+    out["webserver"]["warn_deployment_exposure"] = "False"
+    out["scheduler"]["standalone_dag_processor"] = "True"
+    return out
+
+
 def _ini(sections: Mapping[str, Mapping[str, Any]]) -> str:
     out: list[str] = []
     for section, options in sections.items():
@@ -229,6 +274,7 @@ class AirflowDeployment:
         self.components: dict[str, Component] = {}
         self.triggerer_job_ids: dict[int, int] = {}
         self._api: AirflowApi | None = None
+        self._engine: Any = None
         self._watchdog_state = self.base_dir / "watchdog.json"
 
     # ---- configuration ------------------------------------------------------------------------
@@ -257,7 +303,9 @@ class AirflowDeployment:
     @property
     def api(self) -> AirflowApi:
         if self._api is None:
-            self._api = AirflowApi(self.api_url, ADMIN_USER, self.password)
+            self._api = AirflowApi(
+                self.api_url, ADMIN_USER, self.password, version="v1" if AIRFLOW_2 else "v2"
+            )
         return self._api
 
     def config(self) -> dict[str, dict[str, Any]]:
@@ -265,6 +313,8 @@ class AirflowDeployment:
         assert self.postgres is not None
         t = self.timings
         sections = self._config(t)
+        if AIRFLOW_2:
+            sections = _as_airflow_2(sections)
         if self.executor == CELERY:
             assert self.redis is not None
             sections["celery"] = {
@@ -406,7 +456,13 @@ class AirflowDeployment:
             output = migrate.stdout[-3000:] + migrate.stderr[-3000:]
             raise AirflowDeploymentError(f"airflow db migrate failed ({migrate.returncode}):\n{output}")
         env = self.environment()
-        self._add("api-server", ["api-server", "--port", str(self.api_port), "--host", "127.0.0.1"], env)
+        if AIRFLOW_2:
+            self._create_admin(deadline)
+            self._add(
+                "webserver", ["webserver", "--port", str(self.api_port), "--hostname", "127.0.0.1"], env
+            )
+        else:
+            self._add("api-server", ["api-server", "--port", str(self.api_port), "--host", "127.0.0.1"], env)
         self._add("scheduler", ["scheduler"], env)
         self._add("dag-processor", ["dag-processor"], env)
         for component in self.components.values():
@@ -417,6 +473,22 @@ class AirflowDeployment:
             self.start_triggerer(n, deadline=deadline)
         for n in range(1, self.celery_worker_count + 1):
             self.start_celery_worker(n, deadline=deadline)
+
+    def _create_admin(self, deadline: float) -> None:
+        """Airflow 2: the FAB user the REST API v1 calls authenticate as."""
+        user = ["--role", "Admin", "--username", ADMIN_USER, "--password", self.password]
+        names = ["--firstname", "Deployment", "--lastname", "Admin", "--email", "admin@example.com"]
+        created = subprocess.run(
+            [sys.executable, "-m", "airflow", "users", "create", *user, *names],
+            env=self.environment(),
+            capture_output=True,
+            text=True,
+            timeout=max(deadline - time.monotonic(), 30),
+            check=False,
+        )
+        if created.returncode != 0:
+            output = (created.stdout[-3000:] + created.stderr[-3000:]).replace(self.password, "***")
+            raise AirflowDeploymentError(f"airflow users create failed ({created.returncode}):\n{output}")
 
     def _add(self, name: str, args: list[str], env: dict[str, str]) -> Component:
         component = Component(name, args, self.logs_dir / f"{name}.log", env, on_start=self._record)
@@ -545,6 +617,7 @@ class AirflowDeployment:
             "dag-processor",
             "scheduler",
             "api-server",
+            "webserver",
         ]
         for name in order:
             component = self.components.get(name)
@@ -557,6 +630,9 @@ class AirflowDeployment:
         if self._api is not None:
             self._api.close()
             self._api = None
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
         if self.redis is not None:
             with contextlib.suppress(OSError):
                 shutil.copy2(self.redis.log_path, self.logs_dir / "redis.log")
@@ -603,13 +679,17 @@ class AirflowDeployment:
         import httpx
 
         try:
-            resp = httpx.get(f"{self.api_url}/api/v2/monitor/health", timeout=5)
+            resp = httpx.get(f"{self.api_url}/api/{self.api.version}/{self._health_path}", timeout=5)
         except httpx.HTTPError:
             return False
         return resp.status_code == 200
 
+    @property
+    def _health_path(self) -> str:
+        return "health" if AIRFLOW_2 else "monitor/health"
+
     def health(self) -> dict[str, Any]:
-        return self.api.get("monitor/health")
+        return self.api.get(self._health_path)
 
     def _core_healthy(self) -> bool:
         health = self.health()
@@ -619,8 +699,30 @@ class AirflowDeployment:
         )
 
     def _alive_triggerer_ids(self) -> list[int]:
-        jobs = self.api.get("jobs", job_type="TriggererJob", is_alive=True, limit=100)["jobs"]
-        return [int(j["id"]) for j in jobs]
+        return [int(j["id"]) for j in self.jobs("TriggererJob", alive=True)]
+
+    def jobs(self, job_type: str, *, alive: bool = False) -> list[dict[str, Any]]:
+        """Airflow's jobs of ``job_type`` (``id``, ``latest_heartbeat``), the newest first: from the
+        REST API v2, or on Airflow 2 (API v1 has no jobs endpoint) from the metadata database."""
+        if not AIRFLOW_2:
+            found = self.api.get("jobs", job_type=job_type, is_alive=alive or None, limit=100)["jobs"]
+            return sorted(found, key=lambda j: -int(j["id"]))
+        import sqlalchemy
+
+        assert self.postgres is not None
+        if self._engine is None:
+            self._engine = sqlalchemy.create_engine(
+                self.postgres.url(self.driver), poolclass=sqlalchemy.pool.NullPool
+            )
+        query = "SELECT id, latest_heartbeat FROM job WHERE job_type = :job_type"
+        if alive:  # Airflow's is_alive: running, with a heartbeat within the health threshold
+            query += " AND state = 'running' AND latest_heartbeat > now() - make_interval(secs => :threshold)"
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                sqlalchemy.text(query + " ORDER BY id DESC LIMIT 100"),
+                {"job_type": job_type, "threshold": self.timings.triggerer_health_threshold},
+            ).all()
+        return [{"id": row.id, "latest_heartbeat": row.latest_heartbeat.isoformat()} for row in rows]
 
     def cpu_report(self) -> dict[str, float]:
         """CPU seconds per running component (with its workers, task and trigger processes)."""

@@ -8,9 +8,29 @@
 # GitHub only, and today's PyPI no longer installs an older Airflow that works (its web stack moved
 # on), so the pins that make each version work are kept here. A venv is reused while its Airflow
 # version, pyproject.toml and constraints are unchanged (a stamp file holds their hash).
+#
+# The matrix covers Python 3.10-3.12 too: a version listed in PYTHON_OF runs on that Python where
+# the machine has it (python3.X on the PATH or under pyenv), otherwise on python3, which it says.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
+declare -A PYTHON_OF=([2.11.2]=3.10 [3.2.2]=3.12)
+
+python_for() {
+	local want=${PYTHON_OF[$1]:-} candidate
+	if [[ -n $want ]]; then
+		# a pyenv shim is on the PATH even where it cannot run: take the first that runs
+		for candidate in $(command -v "python$want") \
+			$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$want".*/bin/"python$want" 2>/dev/null | sort -rV); do
+			if "$candidate" -c 'import venv' >/dev/null 2>&1; then
+				echo "$candidate"
+				return
+			fi
+		done
+		echo "[compat] Airflow $1: no python$want here, using $PYTHON" >&2
+	fi
+	echo "$PYTHON"
+}
 
 build() {
 	local version=$1 dir=.venv-compat/$1 constraints=sandbox/compat/constraints-$1.txt
@@ -18,13 +38,14 @@ build() {
 		echo "venv.sh: no $constraints: Airflow $version is not in the compatibility matrix" >&2
 		return 1
 	}
-	local stamp
-	stamp=$(cat pyproject.toml "$constraints" | sha256sum | cut -d' ' -f1)
+	local stamp python
+	python=$(python_for "$version")
+	stamp=$({ cat pyproject.toml "$constraints" && "$python" --version; } | sha256sum | cut -d' ' -f1)
 	if [[ -f $dir/.installed && $(cat "$dir/.installed") == "$stamp" ]]; then
 		return 0
 	fi
 	rm -rf "$dir"
-	"$PYTHON" -m venv "$dir"
+	"$python" -m venv "$dir"
 	local log=$dir/install.log requirements=$dir/requirements.txt
 	# The project's requirements, read from pyproject.toml: the venvs install them side by side,
 	# and the checkout itself (which builds in the tree) one after another below.
@@ -47,7 +68,7 @@ editable() {
 		return 1
 	fi
 	mv "$dir/.stamp" "$dir/.installed"
-	echo "[compat] Airflow $version: $dir"
+	echo "[compat] Airflow $version on $("$dir/bin/python" --version): $dir"
 }
 
 pids=()

@@ -137,17 +137,27 @@ def _slurm_connections(settings: dict[str, str], gates: dict[str, Gate]) -> dict
 
 @contextlib.contextmanager
 def kube_only_stage(
-    request: pytest.FixtureRequest, prefix: str, dag_files: list[Path], **deployment: Any
+    request: pytest.FixtureRequest,
+    prefix: str,
+    dag_files: list[Path],
+    *,
+    gcs: bool = False,
+    **deployment: Any,
 ) -> Iterator[Stage]:
     """A deployment (``deployment``: its settings) wired to a Kubernetes stand-in of its own, no
-    Slurm; everything stopped afterwards (files kept with ``PATHWAYS_KEEP_DEPLOYMENT_LOGS=1``)."""
+    Slurm, and with ``gcs`` a GCS emulator over HTTP (``STORAGE_EMULATOR_HOST`` of every Airflow
+    process); everything stopped afterwards (files kept with ``PATHWAYS_KEEP_DEPLOYMENT_LOGS=1``)."""
     require_root("the deployment tests need root (PostgreSQL as its own user)")
+    from sandbox.gcs.launcher import start_gcs_emulator
     from sandbox.kube.launcher import start_kube_standin
 
     base = Path(tempfile.mkdtemp(prefix=prefix))
     keep = os.environ.get("PATHWAYS_KEEP_DEPLOYMENT_LOGS") == "1"
     standin = start_kube_standin(base / "kube")
     kube = KubeCluster(standin)
+    emulator = start_gcs_emulator(base / "gcs", reuse=False) if gcs else None
+    if emulator is not None:
+        deployment["env"] = {**deployment.get("env", {}), **emulator.env()}
     airflow_deployment = AirflowDeployment(
         base / "airflow", dag_files, connections={"gke_sandbox": standin.airflow_connection()}, **deployment
     )
@@ -156,7 +166,7 @@ def kube_only_stage(
         airflow_deployment.start()
         request.config.stash[DEPLOYMENT_KEY] = airflow_deployment  # its logs go with a failed test's report
         airflow = Airflow(airflow_deployment)
-        yield Stage(airflow=airflow, kube=kube, slurm=None, gates={})
+        yield Stage(airflow=airflow, kube=kube, slurm=None, gates={}, gcs=emulator)
     finally:
         if airflow is not None:
             airflow.close()
@@ -165,6 +175,8 @@ def kube_only_stage(
         finally:
             kube.close()
             standin.stop()
+            if emulator is not None:
+                emulator.stop()
             if keep:
                 print(f"deployment files kept in {base}")
             else:

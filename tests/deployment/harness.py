@@ -112,7 +112,7 @@ class _Snapshots:
             self._stop.wait(self.interval)
 
     def _refresh(self) -> None:
-        jobs = self.airflow.api.get("jobs", job_type="SchedulerJob", limit=10)["jobs"]
+        jobs = self.airflow.deployment.jobs("SchedulerJob")[:10]
         with self._cond:
             self.scheduler_beats.update(j["latest_heartbeat"] for j in jobs if j.get("latest_heartbeat"))
             self._cond.notify_all()
@@ -167,6 +167,8 @@ class Airflow:
     def __init__(self, deployment: AirflowDeployment, poll_interval: float = 1.0) -> None:
         self.deployment = deployment
         self.api = deployment.api
+        #: Airflow 2's REST API v1 (the webserver's) rather than Airflow 3's v2
+        self.api_v1 = self.api.version == "v1"
         self._snapshots = _Snapshots(self, poll_interval)
         self._triggerer_lock = threading.RLock()
         self.killed_triggerer_jobs: set[int] = set()
@@ -207,7 +209,10 @@ class Airflow:
         """Wait for ``dag_id`` to be parsed, unpause it, trigger a run with ``conf``; returns the run id."""
         self.wait_dag(dag_id)
         self.unpause(dag_id)
-        run = self.api.post(f"dags/{_q(dag_id)}/dagRuns", {"logical_date": None, "conf": conf or {}})
+        body: dict[str, Any] = {"conf": conf or {}}
+        if not self.api_v1:  # API v2 asks for it; None: the run has no logical date
+            body["logical_date"] = None
+        run = self.api.post(f"dags/{_q(dag_id)}/dagRuns", body)
         ref = RunRef(dag_id, run["dag_run_id"])
         self._triggered.setdefault(threading.current_thread().name, []).append(ref)
         self._snapshots.watch(ref)
@@ -386,9 +391,13 @@ class Airflow:
     ) -> Any:
         """The XCom value (decoded JSON), or None if there is none."""
         ref = RunRef(dag_id, run_id)
+        # API v1 sends the value's str() unless asked for the deserialized value as JSON
+        as_json = {"deserialize": "true", "stringify": "false"} if self.api_v1 else {}
         try:
             entry = self.api.get(
-                f"{ref.path}/taskInstances/{_q(task_id)}/xcomEntries/{_q(key)}", map_index=map_index
+                f"{ref.path}/taskInstances/{_q(task_id)}/xcomEntries/{_q(key)}",
+                map_index=map_index,
+                **as_json,
             )
         except AirflowApiError as err:
             if err.status == 404:
@@ -411,11 +420,11 @@ class Airflow:
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
         """The task's log for one try (task and trigger lines), one event per line."""
         ref = RunRef(dag_id, run_id)
-        body = self.api.get(
-            f"{ref.path}/taskInstances/{_q(task_id)}/logs/{try_number}",
-            full_content=True,
-            map_index=map_index,
-        )
+        path = f"{ref.path}/taskInstances/{_q(task_id)}/logs/{try_number}"
+        if self.api_v1:  # API v1's JSON holds the str() of (host, text) pairs; plain text is the log
+            params = {"full_content": "true", "map_index": map_index}
+            return self.api.request("GET", path, params=params, headers={"Accept": "text/plain"}).text
+        body = self.api.get(path, full_content=True, map_index=map_index)
         lines = []
         for item in body.get("content") or []:
             if isinstance(item, dict):
@@ -496,7 +505,10 @@ class Airflow:
             ref = RunRef(dag_id, run_id)
             suffix = f"/{map_index}" if map_index >= 0 else ""
             try_number = self.task_instance(dag_id, run_id, task_id, map_index)["try_number"]
-            self.api.patch(f"{ref.path}/taskInstances/{_q(task_id)}{suffix}", {"new_state": "failed"})
+            body: dict[str, Any] = {"new_state": "failed"}
+            if self.api_v1:  # API v1 only shows what it would do unless told otherwise
+                body["dry_run"] = False
+            self.api.patch(f"{ref.path}/taskInstances/{_q(task_id)}{suffix}", body)
             if deferred:
                 with contextlib.suppress(ConditionTimeout):
                     self.wait_log(
@@ -569,7 +581,9 @@ class Airflow:
         supervisor = task.parent()
         assert supervisor is not None, f"task process {pid} has no parent"
         title = " ".join(supervisor.cmdline())
-        assert "airflow worker" in title or "LocalExecutor" in title, f"unexpected parent of {pid}: {title!r}"
+        # Airflow 2: the task's parent is the "airflow task supervisor" the LocalExecutor's worker forked
+        supervisors = ("airflow worker", "LocalExecutor", "airflow task supervisor")
+        assert any(s in title for s in supervisors), f"unexpected parent of {pid}: {title!r}"
         os.kill(supervisor.pid, signal.SIGSTOP)
         victims = [task, *task.children(recursive=True)]
         for proc in victims:

@@ -124,6 +124,8 @@ class Stage:
     gates: dict[str, Gate]
     #: The stand-in of a GKE cluster reached with a Google identity (tokens of GOOGLE_TOKEN_LIFETIME s).
     google: Any = None
+    #: The GCS emulator (``sandbox.gcs.launcher.GcsEmulator``) the deployment reaches, if any.
+    gcs: Any = None
     outage_seconds: float = 20.0
     drills: dict[str, Rendezvous] = field(default_factory=dict)
     runner: Runner | None = None

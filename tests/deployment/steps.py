@@ -28,7 +28,7 @@ def task_waiting(stage: Stage, dag_id: str, run_id: str, mode: str, try_number: 
             lambda t: t["try_number"] == try_number and t["state"] == "deferred",
             WAIT,
         )
-        stage.airflow.wait_workers_done([str(ti["id"])])
+        stage.airflow.wait_workers_done([str(ti["id"])] if "id" in ti else [])  # Airflow 2: no ids
         return ti
     return stage.airflow.wait_ti(
         dag_id,

@@ -1,20 +1,25 @@
-"""What every Airflow 3.x the provider supports does in a real deployment: a deferred wait, a
-retry after the worker's SIGKILL that follows the same job (found by its owner labels where there
-is no task_state_store), a preemption retried with a fresh job, and a deferred task marked failed
-whose job is deleted (before 3.3 by the trigger's cleanup, which asks the execution API)."""
+"""What every Airflow the provider supports does in a real deployment: a deferred wait, a retry
+after the worker's SIGKILL that follows the same job (found by its owner labels where there is no
+task_state_store), a preemption retried with a fresh job, a deferred task marked failed whose job
+is deleted (before 3.3 by the trigger's cleanup, which asks the execution API, or on Airflow 2 the
+database), and the compilation-cache cleanup after training."""
 
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from sandbox.gcs.launcher import SeedObject
+from tests.deployment.compat.dags.compat_gke import BUCKET
 from tests.deployment.harness import ConditionTimeout, TaskOutcome, outcome, wait_for
 from tests.deployment.scenarios import Stage, scenario
 from tests.deployment.steps import REATTACHED, WAIT, gke_end_program, gke_waiting, namespace
 
 RUN_TIMEOUT = 300
 CLEANUP_TIMEOUT = 60
+TEN_DAYS_AGO = datetime.now(timezone.utc) - timedelta(days=10)
 
 
 def _evidence(stage: Stage, dag_id: str, run_id: str) -> TaskOutcome:
@@ -109,3 +114,31 @@ def compat_killed_deferred(stage: Stage, name: str) -> TaskOutcome:
 def test_a_deferred_task_marked_failed_has_its_job_deleted(seen: TaskOutcome) -> None:
     assert (seen.state, seen.try_number) == ("failed", 1)
     assert seen.extra["leftovers"] == {}  # no PathwaysJob, JobSet or pod left
+
+
+STALE = {f"compat_cache_cleanup/compilation_cache/default/e{i}.binarypb": 100 for i in range(5)}
+KEPT = {"compat_cache_cleanup/checkpoints/step_10/state": 5000}
+
+
+@scenario("compat_cache_cleanup")
+def compat_cache_cleanup(stage: Stage, name: str) -> TaskOutcome:
+    dag_id, gcs = "compat_cache_cleanup", stage.gcs
+    assert gcs is not None
+    gcs.create_bucket(BUCKET)
+    gcs.seed_objects(BUCKET, [SeedObject(n, size, TEN_DAYS_AGO) for n, size in {**STALE, **KEPT}.items()])
+    gcs.upload(BUCKET, "compat_cache_cleanup/compilation_cache/default/fresh.binarypb", b"new")
+    run_id = stage.airflow.trigger(dag_id)
+    gke_end_program(stage, dag_id, gke_waiting(stage, dag_id, run_id, "deferred"))
+    stage.airflow.wait_run(dag_id, run_id, RUN_TIMEOUT)
+    seen = outcome(stage.airflow, dag_id, run_id, "cleanup_cache")
+    seen.extra["objects"] = set(gcs.list_objects(BUCKET, "compat_cache_cleanup/"))
+    return seen
+
+
+@pytest.mark.scenario("compat_cache_cleanup")
+def test_the_cleanup_after_training_deletes_the_stale_cache_entries_only(seen: TaskOutcome) -> None:
+    assert (seen.run_state, seen.state) == ("success", "success")
+    report = seen.xcom["return_value"]
+    assert (report["deleted_objects"], report["deleted_bytes"], report["errors"]) == (5, 500, 0)
+    assert report["location"] == f"gs://{BUCKET}/compat_cache_cleanup/"
+    assert seen.extra["objects"] == {*KEPT, "compat_cache_cleanup/compilation_cache/default/fresh.binarypb"}

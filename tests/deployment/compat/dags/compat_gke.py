@@ -1,7 +1,7 @@
-"""DAGs of the smoke deployment that every Airflow 3.x the provider supports runs (the Kubernetes
-stand-in; each DAG in its own namespace, its dag id with dashes). Programs are gated: they run
-until the test ends them. Written for every version: no retry policy (3.3 only), ``retries`` and
-``retry_delay`` instead."""
+"""DAGs of the smoke deployment that every Airflow the provider supports runs (the Kubernetes
+stand-in, each DAG in its own namespace, its dag id with dashes; a GCS emulator over HTTP).
+Programs are gated: they run until the test ends them. Written for every version: no retry policy
+(3.3 only), ``retries`` and ``retry_delay`` instead."""
 
 from __future__ import annotations
 
@@ -12,10 +12,13 @@ import pendulum
 from airflow.providers.common.compat.sdk import DAG
 
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
+from airflow_provider_pathways.operators.gcs import CleanupCompilationCacheOperator
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 GATED = {"sandbox.pathways.dev/program-seconds": "3600"}
+#: The bucket of the GCS emulator the deployment's processes reach (``STORAGE_EMULATOR_HOST``).
+BUCKET = "pathways-compat-bucket"
 TEMPLATE = {
     "spec": {"containers": [{"name": "main", "image": "python:3.12", "command": ["python", "train.py"]}]}
 }
@@ -23,7 +26,7 @@ TEMPLATE = {
 
 def train(dag_id: str, **kwargs: Any) -> PathwaysJobOperator:
     job = PathwaysJobSpec.from_tpu_type(
-        "v5litepod-16", num_slices=1, pathways_dir="gs://pathways-test-bucket/scratch", template=TEMPLATE
+        "v5litepod-16", num_slices=1, pathways_dir=f"gs://{BUCKET}/{dag_id}", template=TEMPLATE
     )
     return PathwaysJobOperator(
         task_id="train",
@@ -56,3 +59,9 @@ with dag("compat_preempted"):
 # A user marks the deferred task failed: its job is deleted (before 3.3 by the trigger's cleanup).
 with dag("compat_killed_deferred"):
     train("compat_killed_deferred", deferrable=True, retries=2)
+
+# After training, the stale compilation-cache entries under the job's pathways_dir go; the rest stays.
+with dag("compat_cache_cleanup"):
+    train("compat_cache_cleanup", deferrable=True, retries=0) >> CleanupCompilationCacheOperator(
+        task_id="cleanup_cache", pathways_dir_from_task="train", older_than="1d"
+    )
