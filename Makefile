@@ -56,25 +56,18 @@ test: packages venv
 test-steps: sandbox-slurm sandbox-airflow sandbox-ui docs
 	$(VENV)/bin/ruff check .
 	PATHWAYS_SANDBOX_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider tests
-	$(MAKE) --no-print-directory test-compat
+	PATHWAYS_SANDBOX_REQUIRED=1 $(MAKE) --no-print-directory test-compat
 
 # The older Airflow versions the provider supports (the full suite runs on the venv's, 3.3): each in
 # its own venv (.venv-compat/<version>, pinned by sandbox/compat/constraints-<version>.txt, reused
 # while unchanged; 2.11 on Python 3.10 and 3.2 on 3.12 where the machine has them), running the
 # fast tier and the smoke of a real deployment (tests/deployment/compat; docs/compatibility.rst).
 COMPAT_AIRFLOW ?= 2.11.2 3.0.6 3.1.8 3.2.2
-FAST_TIER = -m "not service and not slow and not end_to_end"
+FAST_TIER = not service and not slow and not end_to_end
 test-compat:
 	bash sandbox/packages.sh python airflow
 	bash sandbox/compat/venv.sh $(COMPAT_AIRFLOW)
-	@failed=; for version in $(COMPAT_AIRFLOW); do \
-		echo "== Airflow $$version"; \
-		.venv-compat/$$version/bin/python -m pytest -q -p no:cacheprovider -n 2 $(FAST_TIER) tests \
-			|| failed="$$failed $$version"; \
-		.venv-compat/$$version/bin/python -m pytest -q -p no:cacheprovider tests/deployment/compat \
-			|| failed="$$failed $$version(smoke)"; \
-	done; \
-	if [ -n "$$failed" ]; then echo "test-compat: failed on Airflow$$failed"; exit 1; fi
+	FAST_TIER="$(FAST_TIER)" bash sandbox/compat/test.sh $(COMPAT_AIRFLOW)
 
 # The fast tier (under 90 s on 2 cores): the Airflow-free domain, the provider's faces against the
 # Kubernetes stand-in (the core DAG runs; the rarer scenarios are marked end_to_end), no Slurm, GCS
@@ -83,7 +76,7 @@ test-compat:
 # programs that run for seconds, so two workers halve it on 2 cores.
 test-fast: venv
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 $(FAST_TIER) tests
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "$(FAST_TIER)" tests
 
 lint: venv
 	$(VENV)/bin/ruff check .

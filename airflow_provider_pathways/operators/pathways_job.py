@@ -412,10 +412,9 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
         self._spec = self.build_spec(context)
         self.start_try(context, resumed=True)
         self._identity_pushed = True  # before the try deferred
-        if self._job is None:  # kept before this try deferred; without a task_state_store, the trigger's
-            self._job = JobRef.from_id(event.get("followed"), self.kind) or JobRef(
-                self.spec.name or "", self.spec.namespace or "", self.kind
-            )
+        if self._job is None:  # kept before this try deferred; without a task_state_store, every
+            # event of the trigger names the job it followed
+            self._job = JobRef.from_id(event.get("followed"), self.kind)
         if event.get("status") == "queue_timeout":
             self._status = PathwaysJobStatus.from_dict(event["job"])
             self._give_up_queued(context, self._status)
