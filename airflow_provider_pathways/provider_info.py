@@ -135,8 +135,7 @@ def _gke_fields() -> dict[str, Any]:
 
 def _slurm_fields() -> dict[str, Any]:
     """Extra fields of the Pathways-on-Slurm connection, as ``SlurmSettings.from_connection`` reads them."""
-    from airflow_provider_pathways.slurm.api_versions import SUPPORTED_API_VERSIONS
-    from airflow_provider_pathways.slurm.settings import TRANSPORTS, default
+    from airflow_provider_pathways.slurm.settings import SUPPORTED_API_VERSIONS, TRANSPORTS, default
 
     versions = sorted(SUPPORTED_API_VERSIONS, key=lambda v: tuple(int(n) for n in v[1:].split(".")))
     return {

@@ -16,8 +16,7 @@ import pytest
 from airflow.models.connection import Connection
 
 from airflow_provider_pathways.provider_info import get_provider_info
-from airflow_provider_pathways.slurm.api_versions import SUPPORTED_API_VERSIONS
-from airflow_provider_pathways.slurm.settings import SlurmSettings
+from airflow_provider_pathways.slurm.settings import SUPPORTED_API_VERSIONS, SlurmSettings
 
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJwYXRod2F5cyJ9.c2lnbmF0dXJl"
 

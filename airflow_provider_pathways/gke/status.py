@@ -1,6 +1,6 @@
 """The status of a Pathways job as the provider reports it: its phase, slices, failure class and
 the times it moved between them (plain values, also what the triggers send; read from the cluster
-by :mod:`.summary`)."""
+by :mod:`.summary`), and the one judgement of the job an operator makes from it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_provider_pathways.failure_class import FailureClass
 from airflow_provider_pathways.payloads import known_fields
+from airflow_provider_pathways.reattach import JobJudgement
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -141,3 +142,14 @@ def format_duration(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60} min"
+
+
+def judge_status(status: PathwaysJobStatus) -> JobJudgement:
+    """Succeeded, failed with its class (a terminating or deleted job is an infrastructure
+    failure), or active (also suspended: it runs again once resumed, so a new try follows it
+    rather than start a second one)."""
+    if status.phase is Phase.SUCCEEDED:
+        return JobJudgement.succeeded(status.message)
+    if status.terminal:
+        return JobJudgement.failed(status.failure or FailureClass.UNKNOWN, status.message)
+    return JobJudgement.active(status.progress())

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from airflow_provider_pathways.slurm.accounting import jobs_from_slurmdb
-from airflow_provider_pathways.slurm.api_versions import SUPPORTED_API_RANGE, SUPPORTED_API_VERSIONS
 from airflow_provider_pathways.slurm.directives import parse_sbatch_directives
 from airflow_provider_pathways.slurm.errors import (
     SlurmApiError,
@@ -30,6 +29,7 @@ from airflow_provider_pathways.slurm.rest_codec import (
     rest_errors_text,
 )
 from airflow_provider_pathways.slurm.rest_submit import rest_submit_body
+from airflow_provider_pathways.slurm.settings import SUPPORTED_API_RANGE, SUPPORTED_API_VERSIONS
 from airflow_provider_pathways.slurm.submit import SubmitRequest, path_wrapper_script
 
 if TYPE_CHECKING:

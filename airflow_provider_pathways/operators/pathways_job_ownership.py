@@ -11,7 +11,6 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 
 from airflow_provider_pathways.failures import PathwaysSpecRejected
 from airflow_provider_pathways.gke.job_objects import StatusOptions
-from airflow_provider_pathways.gke.judgement import judge_status
 from airflow_provider_pathways.gke.ownership import (
     JobRef,
     Release,
@@ -21,7 +20,7 @@ from airflow_provider_pathways.gke.ownership import (
     owner_labels,
 )
 from airflow_provider_pathways.gke.resources import JobKind
-from airflow_provider_pathways.gke.status import Phase
+from airflow_provider_pathways.gke.status import Phase, judge_status
 from airflow_provider_pathways.gke.task_spec import manifest_for
 from airflow_provider_pathways.hooks.kubernetes_owned import (
     mark_followed,

@@ -20,12 +20,12 @@ from airflow.providers.common.compat.sdk import (
 from airflow_provider_pathways.airflow_features import deferred_by, resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
 from airflow_provider_pathways.gke.job_objects import StatusOptions
-from airflow_provider_pathways.gke.judgement import judge_status
 from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
 from airflow_provider_pathways.gke.resources import JobKind, proxy_address
 from airflow_provider_pathways.gke.status import (
     PathwaysJobStatus,
     Phase,
+    judge_status,
 )
 from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments
 from airflow_provider_pathways.retry import apply_retry_policy

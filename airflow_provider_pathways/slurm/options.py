@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_provider_pathways.slurm.api_versions import api_version_number
+from airflow_provider_pathways.slurm.settings import api_version_number
 
 _A = re.ASCII
 _DEPENDENCY_TYPES = "after|afterany|afterburstbuffer|aftercorr|afternotok|afterok"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_pathways.slurm.api_versions import api_version_number
 from airflow_provider_pathways.slurm.options import rest_option_fields
+from airflow_provider_pathways.slurm.settings import api_version_number
 from airflow_provider_pathways.slurm.submit import SubmitRequest
 
 

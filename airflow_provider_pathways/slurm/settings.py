@@ -1,8 +1,10 @@
-"""A Slurm connection's settings, read and checked from an Airflow connection's fields."""
+"""A Slurm connection's settings, read and checked from an Airflow connection's fields, and the
+slurmrestd API versions the provider speaks."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -14,6 +16,19 @@ if TYPE_CHECKING:
 DEFAULT_REST_PORT = 6820
 DEFAULT_SSH_PORT = 22
 TRANSPORTS = ("rest", "ssh")
+
+
+def api_version_number(version: str) -> int:
+    """``v0.0.40`` → 40."""
+    match = re.fullmatch(r"v0\.0\.(\d+)", version)
+    if not match:
+        raise ValueError(f"not a slurmrestd API version: {version!r} (expected e.g. 'v0.0.40')")
+    return int(match.group(1))
+
+
+#: slurmrestd API versions the provider speaks, newest first: v0.0.38 (Slurm 22.05) to v0.0.45 (26.05).
+SUPPORTED_API_VERSIONS = tuple(f"v0.0.{n}" for n in range(45, 37, -1))
+SUPPORTED_API_RANGE = f"{SUPPORTED_API_VERSIONS[-1]}..{SUPPORTED_API_VERSIONS[0]}"
 
 
 def _positive_int(value: Any, name: str, fail: Any) -> int | None:
@@ -126,16 +141,10 @@ class SlurmSettings:
         except (TypeError, ValueError) as err:
             raise fail(f"port and timeouts must be numbers ({err})") from None
         api_version = str(extra.get("api_version") or default("api_version")).strip()
-        if api_version != "auto":
-            from airflow_provider_pathways.slurm.api_versions import (
-                SUPPORTED_API_RANGE,
-                SUPPORTED_API_VERSIONS,
+        if api_version != "auto" and api_version not in SUPPORTED_API_VERSIONS:
+            raise fail(
+                f"extra 'api_version' must be 'auto' or one of {SUPPORTED_API_RANGE}, got {api_version!r}"
             )
-
-            if api_version not in SUPPORTED_API_VERSIONS:
-                raise fail(
-                    f"extra 'api_version' must be 'auto' or one of {SUPPORTED_API_RANGE}, got {api_version!r}"
-                )
         # TLS is never lost: https from the host's prefix or from the extra wins over http from the
         # other; with neither, port 443 means https.
         if "https" in (host_scheme, scheme):

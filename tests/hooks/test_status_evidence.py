@@ -318,7 +318,7 @@ def _running_jobset(**metadata: Any) -> dict[str, Any]:
 def test_a_job_with_a_deletion_timestamp_is_terminating_not_running() -> None:
     """jobset_controller.go does not reconcile a JobSet marked for deletion, so its status keeps
     its last ready counts; pathwaysjob_controller.go keeps a PathwaysJob's terminalState empty."""
-    from airflow_provider_pathways.gke.judgement import judge_status
+    from airflow_provider_pathways.gke.status import judge_status
     from airflow_provider_pathways.gke.summary import summarize
     from airflow_provider_pathways.reattach import ReattachAction, reattach_action
 

@@ -559,7 +559,7 @@ def test_connection_settings_are_validated(connections: Any, sandbox: Sandbox) -
 def test_rest_every_served_api_version(sandbox: Sandbox, jobs: list[int], connections: Any) -> None:
     """Each API version this slurmrestd serves (from its data_parser plugins: 22.05 v0.0.38, 24.11
     v0.0.40-v0.0.42, 26.05 v0.0.42-v0.0.45), pinned in the connection, with the token from a file."""
-    from airflow_provider_pathways.slurm.api_versions import SUPPORTED_API_VERSIONS
+    from airflow_provider_pathways.slurm.settings import SUPPORTED_API_VERSIONS
 
     served = sandbox.settings["SLURM_SANDBOX_REST_API_VERSIONS"].split(",")
     pinned = [v for v in served if v in SUPPORTED_API_VERSIONS]

@@ -37,7 +37,6 @@ from airflow_provider_pathways.gke.spec.manifest import (
 from airflow_provider_pathways.gke.spec.name_rules import max_name_length, missing_name_problem
 from airflow_provider_pathways.gke.spec.problems import PathwaysSpecError, SpecProblem
 from airflow_provider_pathways.gke.spec.sections import ControllerSpec, CustomComponent, WorkerSpec
-from airflow_provider_pathways.gke.spec.yaml_dump import BlockDumper
 
 
 @dataclass(kw_only=True)
@@ -230,7 +229,7 @@ class PathwaysJobSpec:
     def to_yaml(self, *, jobset: bool = False) -> str:
         """The PathwaysJob manifest (or with ``jobset=True`` the JobSet) as YAML."""
         manifest = self.to_jobset() if jobset else self.to_pathwaysjob()
-        return yaml.dump(manifest, Dumper=BlockDumper, sort_keys=False, default_flow_style=False)
+        return yaml.dump(manifest, Dumper=yaml_io.BlockDumper, sort_keys=False, default_flow_style=False)
 
     # ------------------------------------------------------------------ validation
 

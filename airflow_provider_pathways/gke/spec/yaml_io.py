@@ -1,4 +1,4 @@
-"""Safe, bounded YAML loading for job specs.
+"""YAML in and out for job specs: safe, bounded loading, and manifests written with block strings.
 
 Only YAML's safe types are built (``SafeLoader``, or its C twin when PyYAML has libyaml). On top:
 duplicate keys are an error (not last-wins), and before anything is built the document's node graph
@@ -15,7 +15,7 @@ import yaml
 
 from airflow_provider_pathways.gke.spec.problems import PathwaysSpecError, SpecProblem
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_YAML_BYTES", "load_documents"]
+__all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_YAML_BYTES", "BlockDumper", "load_documents"]
 
 #: Largest YAML text accepted (a PathwaysJob manifest is a few kB; the API server stores < 1.5 MB).
 MAX_YAML_BYTES = 256 * 1024
@@ -149,3 +149,15 @@ def load_documents(source: object) -> list[Any]:
     finally:
         loader.dispose()
     return documents
+
+
+class BlockDumper(yaml.SafeDumper):
+    """SafeDumper that writes multi-line strings as literal blocks."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+BlockDumper.add_representer(str, _represent_str)
