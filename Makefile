@@ -11,7 +11,7 @@ SESSION = $(PY) -m sandbox.session run --name $@ $(if $(filter-out 0,$(KEEP_SAND
 # sandbox-down also works once the venv is gone (`make clean`): the session module needs Python only.
 SANDBOX_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 
-.PHONY: demo test test-fast test-compat compat-venvs test-steps packages venv lint bench docs sandbox-slurm sandbox-airflow sandbox-ui sandbox-down clean
+.PHONY: demo test test-fast test-compat test-steps packages venv lint bench docs sandbox-slurm sandbox-airflow sandbox-ui sandbox-down clean
 
 # Every Debian package the sandbox needs, in one apt-get run before anything runs in parallel
 # (sandbox/packages.sh lists them). `make demo` needs the venv and the host's Slurm only.
@@ -51,13 +51,9 @@ demo:
 test: packages venv
 	$(SESSION) $(MAKE) --no-print-directory test-steps
 
-# What `make test` runs inside its sandbox session. The compatibility venvs build while the Slurm
-# sandbox starts (both mostly download and unpack; every Debian package is installed before).
-# PATHWAYS_SANDBOX_REQUIRED=1: a test whose environment is missing (root, Debian, Chromium, a
-# package) fails instead of skipping.
-test-steps:
-	$(MAKE) --no-print-directory -j2 sandbox-slurm compat-venvs
-	$(MAKE) --no-print-directory sandbox-airflow sandbox-ui docs
+# What `make test` runs inside its sandbox session. PATHWAYS_SANDBOX_REQUIRED=1: a test whose
+# environment is missing (root, Debian, Chromium, a package) fails instead of skipping.
+test-steps: sandbox-slurm sandbox-airflow sandbox-ui docs
 	$(VENV)/bin/ruff check .
 	PATHWAYS_SANDBOX_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider tests
 	PATHWAYS_SANDBOX_REQUIRED=1 $(MAKE) --no-print-directory test-compat
@@ -68,11 +64,9 @@ test-steps:
 # fast tier and the smoke of a real deployment (tests/deployment/compat; docs/compatibility.rst).
 COMPAT_AIRFLOW ?= 2.11.2 3.0.6 3.1.8 3.2.2
 FAST_TIER = not service and not slow and not end_to_end
-compat-venvs:
+test-compat:
 	bash sandbox/packages.sh python airflow
 	bash sandbox/compat/venv.sh $(COMPAT_AIRFLOW)
-
-test-compat: compat-venvs
 	FAST_TIER="$(FAST_TIER)" bash sandbox/compat/test.sh $(COMPAT_AIRFLOW)
 
 # The fast tier (under 90 s on 2 cores): the Airflow-free domain, the provider's faces against the
