@@ -22,11 +22,14 @@ from urllib.parse import quote
 
 import psutil
 
+from airflow_provider_pathways.airflow_features import TRIGGER_ON_KILL
 from sandbox.airflow.api import AirflowApiError
 from sandbox.airflow.deployment import AirflowDeployment
 
 FINISHED_RUN_STATES = frozenset({"success", "failed"})
-USER_CANCELLED = "Trigger cancelled by user action"  # the triggerer's log line for a user's kill
+#: The triggerer's log line for a user's kill (Airflow 3.3, with ``BaseTrigger.on_kill``; earlier
+#: triggerers cancel the trigger without a word).
+USER_CANCELLED = "Trigger cancelled by user action"
 FINISHED_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
@@ -485,7 +488,8 @@ class Airflow:
 
         Not while a triggerer is being killed: a deferred task is marked failed while a live
         triggerer runs its trigger, and no triggerer is killed until that triggerer has taken in the
-        user's action (a user acting while no triggerer holds the trigger is another story).
+        user's action (a user acting while no triggerer holds the trigger is another story). Before
+        Airflow 3.3 the triggerer logs nothing when it takes it in: the caller waits for its effect.
         """
         with self._triggerer_lock:
             deferred = self.task_instance(dag_id, run_id, task_id, map_index)["state"] == "deferred"
@@ -509,7 +513,7 @@ class Airflow:
             if self.api_v1:  # API v1 only shows what it would do unless told otherwise
                 body["dry_run"] = False
             self.api.patch(f"{ref.path}/taskInstances/{_q(task_id)}{suffix}", body)
-            if deferred:
+            if deferred and TRIGGER_ON_KILL:
                 with contextlib.suppress(ConditionTimeout):
                     self.wait_log(
                         dag_id,
