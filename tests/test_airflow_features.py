@@ -9,8 +9,12 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES, deferred_by, resumed_by_an_earlier_try
-from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
-from airflow_provider_pathways.retry import PathwaysRetryPolicy, apply_preemption_budget
+from airflow_provider_pathways.failures import (
+    FailureClass,
+    PathwaysJobFailed,
+    PathwaysRetryPolicy,
+    apply_preemption_budget,
+)
 
 
 @pytest.mark.parametrize("failure", list(FailureClass))

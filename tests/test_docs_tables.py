@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_pathways.failure_class import FailureClass
 from airflow_provider_pathways.failures import PathwaysJobFailed
+from airflow_provider_pathways.outcomes import FailureClass
 from airflow_provider_pathways.slurm.job import SlurmJob
 from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 from airflow_provider_pathways.slurm.states import TERMINAL_STATES

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 FACES = ("hooks", "operators", "sensors", "triggers")
 DOMAINS = ("gke", "slurm", "cache")
 #: Shared domain modules beside the backend packages.
-SHARED_DOMAIN = ("failure_class", "payloads", "reattach")
+SHARED_DOMAIN = ("outcomes",)
 CLIENT_LIBRARIES = (
     "airflow",
     "kubernetes",

@@ -1,12 +1,18 @@
-"""The reattach rules (``airflow_provider_pathways.reattach``): what a new try (a retry, or a
+"""The reattach rules (``airflow_provider_pathways.outcomes``): what a new try (a retry, or a
 cleared task) does with the job an earlier try kept, the same for every backend."""
 
 from __future__ import annotations
 
 import pytest
 
-from airflow_provider_pathways.failure_class import FailureClass
-from airflow_provider_pathways.reattach import JobJudgement, KeptJob, ReattachAction, Verdict, reattach_action
+from airflow_provider_pathways.outcomes import (
+    FailureClass,
+    JobJudgement,
+    KeptJob,
+    ReattachAction,
+    Verdict,
+    reattach_action,
+)
 
 PROGRAM_FAILED = JobJudgement.failed(FailureClass.USER_PROGRAM_FAILED, "exit code 3")
 PREEMPTED = JobJudgement.failed(FailureClass.PREEMPTED, "slice lost")

@@ -21,11 +21,11 @@ from airflow_provider_pathways.failures import (
     PathwaysMaxRestartsReached,
     PathwaysOutcomeUnknown,
     PathwaysPreempted,
+    PathwaysRetryPolicy,
     PathwaysSpecRejected,
     PathwaysUserProgramFailed,
     PathwaysWatchLost,
 )
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
 
 
 def test_preemption_is_retried_with_exponential_backoff() -> None:

@@ -4,18 +4,16 @@
 - :mod:`.values`: ages, sizes and counts given by users, range-checked;
 - :mod:`.selection`: which objects are cache entries (cache folders, protected folders, JAX pairs);
 - :mod:`.plan`: selecting entries by age or budget, streamed and spilled to disk;
-- :mod:`.report`: the report and its summary table;
-- :mod:`.accounting`: how answers to deletes become the report's counts;
-- :mod:`.batch`, :mod:`.storage`, :mod:`.deleter`: the GCS JSON API calls and the concurrent
-  delete pass (google-auth, urllib3 and google-api-core are loaded only when used);
-- :mod:`.jsonstream`, :mod:`.listing`: listing answers read as they arrive; a location listed
-  with long listings split by folder, several listings at once;
+- :mod:`.report`: the report, its summary table, and how answers to deletes become its counts;
+- :mod:`.storage`, :mod:`.deleter`: the GCS JSON API calls (batch format, listing answers read as
+  they arrive, errors) and the concurrent delete pass (google-auth, urllib3 and google-api-core
+  are loaded only when used);
+- :mod:`.listing`: a location listed with long listings split by folder, several at once;
 - :mod:`.lifecycle`: bucket lifecycle rules.
 
 Importing this package loads no Google client library.
 """
 
-from airflow_provider_pathways.cache.errors import BucketNotFoundError, CacheCleanupError
 from airflow_provider_pathways.cache.location import (
     GCS_SCHEME,
     SLURM_SCRATCH_SUBDIR,
@@ -49,6 +47,7 @@ from airflow_provider_pathways.cache.selection import (
     looks_like_cache_folder,
     protected_folder,
 )
+from airflow_provider_pathways.cache.storage import BucketNotFoundError, CacheCleanupError
 from airflow_provider_pathways.cache.values import (
     DEFAULT_MIN_AGE,
     MAX_AGE,

@@ -18,17 +18,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from airflow_provider_pathways.cache.accounting import (
+from airflow_provider_pathways.cache.location import GcsLocation
+from airflow_provider_pathways.cache.report import (
     CHANGED,
     DELETED,
     ERROR,
     MISSING,
+    Logger,
     Outcome,
     Tally,
     delete_outcome,
 )
-from airflow_provider_pathways.cache.location import GcsLocation
-from airflow_provider_pathways.cache.logs import Logger
 from airflow_provider_pathways.cache.selection import CacheEntry, CacheObject
 from airflow_provider_pathways.cache.storage import BatchUnsupported, DeleteResult, StorageApi
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from airflow_provider_pathways.cache.errors import BucketNotFoundError, CacheCleanupError
 from airflow_provider_pathways.cache.location import GcsLocation, normalize_prefix
-from airflow_provider_pathways.cache.logs import Logger
+from airflow_provider_pathways.cache.report import Logger
 from airflow_provider_pathways.cache.selection import looks_like_cache_folder
+from airflow_provider_pathways.cache.storage import BucketNotFoundError, CacheCleanupError
 from airflow_provider_pathways.transient import TRANSIENT_HTTP_STATUSES, CallRetry
 
 MAX_RULE_AGE_DAYS = 36500

@@ -1,4 +1,5 @@
-"""The GCS JSON API calls of a cleanup: list, conditional delete (single or batch), create-if-absent.
+"""The GCS JSON API calls of a cleanup: list, conditional delete (single or batch), create-if-absent;
+the batch format they use, listing answers read as they arrive, and the cleanup's errors.
 
 Requests go through google-auth's authorised urllib3 pool (``AuthorizedHttp``: credentials applied
 and refreshed, connections kept alive, at most ``pool_size`` kept open). An answer with a status of
@@ -7,30 +8,54 @@ retried as the package retries every call (:class:`~airflow_provider_pathways.tr
 exponential backoff, here with jitter). google-auth and urllib3 are imported when a
 :class:`StorageApi` is built, not when this module is.
 
-Listing answers are read as they arrive (:mod:`.jsonstream`) and handed on in chunks of at most
-:data:`CHUNK_OBJECTS` objects, so memory does not depend on how many objects a server puts in one
-page. No page size is asked unless the caller gives one: GCS then answers its maximum, 1000.
+Listing answers (``{"nextPageToken": ..., "items": [...], "prefixes": [...]}``) are read as they
+arrive, member by member and array element by element (:func:`iter_members`, elements decoded by the
+standard library's C scanner), and handed on in chunks of at most :data:`CHUNK_OBJECTS` objects, so
+memory holds one element and one network chunk at a time, however many objects a server puts in one
+page (an emulator may answer everything at once). No page size is asked unless the caller gives one:
+GCS then answers its maximum, 1000.
 
-Every attempt is classified for the accounting rule (:mod:`.accounting`): *not sent* (the
+Every attempt is classified for the accounting rule (:mod:`.report`): *not sent* (the
 connection could not be made), *answered* (any status), or *unanswered* (sent, then the connection
 dropped or timed out while waiting: the server may have carried it out).
+
+The batch format (``multipart/mixed``, up to 100 calls per request): each part of a request is one
+HTTP call with a ``Content-ID``; each part of the answer carries the call's status and ``Content-ID:
+<response-ID>``. Parts are matched by that id, or by position when a server sends none (GCS answers
+the parts in the order they were asked).
+
+Why not google-cloud-storage's own batch (``client.batch()`` around ``blob.delete``): the cleanup
+counts every object by its own answer (deleted, 412 changed, 404 already gone, or sent and
+unanswered), and the library's batch cannot give that:
+
+- the answers of a batch run without raising are kept only in the batch's private
+  ``_responses`` (``blob.delete`` returns nothing, ``raise_exception=True`` raises the last
+  error only);
+- it sends no ``Content-ID`` and matches answers by position, and an answer with a part missing
+  fails the whole batch (``ValueError``), so the parts that were answered cannot be told from the
+  one that was not: all would have to count as unanswered, and a 404 for an object another
+  cleanup deleted would then count as deleted by both;
+- it writes the batch with bare LF line ends and full URLs in each call (the GCS
+  documentation asks for paths only); fake-gcs-server answers such a batch with no parts at all;
+- it was slower than this module's in ``bench/bench_cache_cleanup.py`` (part 4; the numbers are in
+  ``bench/README.md``).
 """
 
 from __future__ import annotations
 
+import codecs
 import functools
 import json
 import os
+import re
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
-from airflow_provider_pathways.cache.batch import BatchCall, encode_batch, parse_batch_response
-from airflow_provider_pathways.cache.errors import BucketNotFoundError, CacheCleanupError
-from airflow_provider_pathways.cache.jsonstream import iter_members
 from airflow_provider_pathways.cache.selection import CacheObject
 from airflow_provider_pathways.transient import TRANSIENT_HTTP_STATUSES, CallRetry
 
@@ -485,3 +510,202 @@ class StorageApi:
         except Transient:
             return False
         return 200 <= status < 300 or status == 412  # written, or another writer re-created it
+
+
+class CacheCleanupError(Exception):
+    """A cleanup could not run (missing bucket, no permission, server refused a change)."""
+
+
+class BucketNotFoundError(CacheCleanupError):
+    """The bucket does not exist or the credentials cannot see it."""
+
+
+BATCH_LIMIT = 100
+_BOUNDARY = re.compile(r'boundary="?([^";]+)"?', re.IGNORECASE)
+_STATUS_LINE = re.compile(rb"^HTTP/\d(?:\.\d)?\s+(\d{3})")
+
+
+@dataclass(frozen=True)
+class BatchCall:
+    """One call inside a batch: method and path with query (``/storage/v1/b/B/o/NAME?...``)."""
+
+    content_id: str
+    method: str
+    target: str
+
+
+@dataclass(frozen=True)
+class BatchAnswer:
+    """One answered call: its id (``None`` if the server sent none), status and body."""
+
+    content_id: str | None
+    status: int
+    body: bytes
+
+
+def encode_batch(calls: Sequence[BatchCall]) -> tuple[bytes, str]:
+    """The request body and its ``Content-Type`` for ``calls`` (at most :data:`BATCH_LIMIT`)."""
+    if not 1 <= len(calls) <= BATCH_LIMIT:
+        raise ValueError(f"a batch holds 1 to {BATCH_LIMIT} calls, got {len(calls)}")
+    boundary = f"batch_{uuid.uuid4().hex}"
+    chunks = []
+    for call in calls:
+        chunks.append(
+            f"--{boundary}\r\n"
+            "Content-Type: application/http\r\n"
+            "Content-Transfer-Encoding: binary\r\n"
+            f"Content-ID: <{call.content_id}>\r\n"
+            "\r\n"
+            f"{call.method} {call.target} HTTP/1.1\r\n"
+            "Content-Length: 0\r\n"
+            "\r\n"  # end of the call's headers
+            "\r\n"  # belongs to the next delimiter
+        )
+    chunks.append(f"--{boundary}--\r\n")
+    return "".join(chunks).encode("utf-8"), f"multipart/mixed; boundary={boundary}"
+
+
+def parse_batch_response(content_type: str, body: bytes) -> list[BatchAnswer]:
+    """The answers in a ``multipart/mixed`` batch response, in the order the server sent them.
+
+    Raises ``ValueError`` when the response is not a batch response.
+    """
+    match = _BOUNDARY.search(content_type or "")
+    if not content_type.lower().startswith("multipart/") or match is None:
+        raise ValueError(f"not a batch response (Content-Type {content_type!r})")
+    delimiter = b"--" + match.group(1).encode("latin-1")
+    answers: list[BatchAnswer] = []
+    for raw in body.split(delimiter)[1:]:
+        if raw.startswith(b"--"):
+            break  # the closing delimiter
+        lines = raw.lstrip(b"\r\n").split(b"\n")
+        content_id: str | None = None
+        status: int | None = None
+        rest_at = len(lines)
+        for number, line in enumerate(lines):
+            text = line.rstrip(b"\r")
+            status_match = _STATUS_LINE.match(text)
+            if status_match:
+                status, rest_at = int(status_match.group(1)), number + 1
+                break
+            name, _, value = text.partition(b":")
+            if name.strip().lower() == b"content-id":
+                content_id = _answer_id(value.decode("latin-1").strip())
+        if status is None:
+            raise ValueError("a batch response part has no status line")
+        rest = b"\n".join(lines[rest_at:])
+        _, _, payload = rest.partition(b"\r\n\r\n") if b"\r\n\r\n" in rest else rest.partition(b"\n\n")
+        answers.append(BatchAnswer(content_id, status, payload.strip()))
+    return answers
+
+
+def _answer_id(value: str) -> str:
+    """``<response-ID>`` -> ``ID``."""
+    value = value.strip("<>")
+    return value[len("response-") :] if value.startswith("response-") else value
+
+
+_WHITESPACE = " \t\n\r"
+_DECODER = json.JSONDecoder()
+_COMPACT_AT = 1 << 16
+
+
+class _Text:
+    """Decoded text over an iterable of byte chunks, with a read position."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = iter(chunks)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+
+    def more(self) -> bool:
+        """Append the next chunk's text; False at the end of the input."""
+        if self.eof:
+            return False
+        if self.pos >= _COMPACT_AT:
+            self.buf, self.pos = self.buf[self.pos :], 0
+        for chunk in self._chunks:
+            text = self._utf8.decode(chunk)
+            if text:
+                self.buf += text
+                return True
+        self.eof = True
+        tail = self._utf8.decode(b"", final=True)
+        self.buf += tail
+        return bool(tail)
+
+    def peek(self) -> str:
+        """The next character that is not whitespace (not consumed); ``""`` at the end."""
+        while True:
+            buf, pos = self.buf, self.pos
+            while pos < len(buf) and buf[pos] in _WHITESPACE:
+                pos += 1
+            self.pos = pos
+            if pos < len(buf):
+                return buf[pos]
+            if not self.more():
+                return ""
+
+    def expect(self, char: str) -> None:
+        found = self.peek()
+        if found != char:
+            raise ValueError(f"expected {char!r} in the JSON answer, found {found or 'its end'!r}")
+        self.pos += 1
+
+    def value(self) -> Any:
+        """Decode the next complete JSON value."""
+        self.peek()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError:
+                if self.more():
+                    continue
+                raise ValueError("the JSON answer ends inside a value") from None
+            if end >= len(self.buf) and isinstance(value, (int, float)) and self.more():
+                continue  # a number may go on in the next chunk
+            self.pos = end
+            return value
+
+
+def iter_members(chunks: Iterable[bytes], streamed: frozenset[str]) -> Iterator[tuple[str, Any]]:
+    """``(key, value)`` for each member of the top-level JSON object in ``chunks``; for a key in
+    ``streamed`` whose value is an array, ``(key, element)`` for each element instead.
+
+    Raises ``ValueError`` if the input is not one complete JSON object.
+    """
+    text = _Text(chunks)
+    text.expect("{")
+    if text.peek() == "}":
+        text.pos += 1
+    else:
+        while True:
+            key = text.value()
+            if not isinstance(key, str):
+                raise ValueError("a JSON object key is not a string")
+            text.expect(":")
+            if key in streamed and text.peek() == "[":
+                text.pos += 1
+                if text.peek() == "]":
+                    text.pos += 1
+                else:
+                    while True:
+                        yield key, text.value()
+                        after = text.peek()
+                        text.pos += 1
+                        if after == "]":
+                            break
+                        if after != ",":
+                            raise ValueError(f"expected ',' or ']' in the JSON answer, found {after!r}")
+            else:
+                yield key, text.value()
+            after = text.peek()
+            text.pos += 1
+            if after == "}":
+                break
+            if after != ",":
+                raise ValueError(f"expected ',' or '}}' in the JSON answer, found {after!r}")
+    if text.peek():
+        raise ValueError("the JSON answer goes on after its object")

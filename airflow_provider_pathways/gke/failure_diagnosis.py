@@ -8,10 +8,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_pathways.failure_class import FailureClass
 from airflow_provider_pathways.gke import naming, tpu
 from airflow_provider_pathways.gke.object_fields import labels_of, reason_text, true_conditions
 from airflow_provider_pathways.gke.status import REPLICATED_JOB_LABEL, RESTART_ATTEMPT_LABEL, parse_time
+from airflow_provider_pathways.outcomes import FailureClass
 
 # Pod status reasons that mean the node or the scheduler took the pod away.
 _DISRUPTION_POD_REASONS = frozenset(

@@ -11,9 +11,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from airflow_provider_pathways.failure_class import FailureClass
-from airflow_provider_pathways.payloads import known_fields
-from airflow_provider_pathways.reattach import JobJudgement
+from airflow_provider_pathways.outcomes import FailureClass, JobJudgement, known_fields
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"

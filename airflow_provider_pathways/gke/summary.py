@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_pathways.failure_class import FailureClass
 from airflow_provider_pathways.gke.failure_diagnosis import (
     controller_refusal,
     create_failure_message,
@@ -43,6 +42,7 @@ from airflow_provider_pathways.gke.status import (
     PathwaysJobStatus,
     Phase,
 )
+from airflow_provider_pathways.outcomes import FailureClass
 
 
 def summarize(

@@ -22,13 +22,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_provider_pathways import __version__
-from airflow_provider_pathways.cache.errors import CacheCleanupError
 from airflow_provider_pathways.cache.lifecycle import apply_age_rule, check_rule_arguments, ensure_age_rule
 from airflow_provider_pathways.cache.location import GcsLocation
 from airflow_provider_pathways.cache.plan import CleanupPlan, PlanBuilder, encode_entry
 from airflow_provider_pathways.cache.report import CleanupReport
 from airflow_provider_pathways.cache.selection import CacheEntry, CacheSelector
-from airflow_provider_pathways.cache.storage import EMULATOR_ENV
+from airflow_provider_pathways.cache.storage import EMULATOR_ENV, CacheCleanupError
 from airflow_provider_pathways.cache.values import DEFAULT_MIN_AGE, check_count, parse_duration, parse_size
 from airflow_provider_pathways.transient import CallRetry
 
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
     from google.auth.credentials import Credentials
     from google.cloud.storage import Client
 
-    from airflow_provider_pathways.cache.accounting import Tally
+    from airflow_provider_pathways.cache.report import Tally
     from airflow_provider_pathways.cache.storage import StorageApi
 
 __all__ = ["DEFAULT_GCP_CONN_ID", "CompilationCacheHook", "ensure_age_rule"]
@@ -428,7 +427,7 @@ class CompilationCacheHook(BaseHook):
         )
 
     def _tally(self, report: CleanupReport, max_errors: int) -> Tally:
-        from airflow_provider_pathways.cache.accounting import Tally
+        from airflow_provider_pathways.cache.report import Tally
 
         return Tally(report, max_errors=max_errors, progress_every=self.progress_every, log=self.log)
 

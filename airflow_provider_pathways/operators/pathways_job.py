@@ -15,7 +15,13 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from airflow_provider_pathways.airflow_features import deferred_by, resumed_by_an_earlier_try
-from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
+from airflow_provider_pathways.failures import (
+    DEFAULT_PREEMPTION_RETRIES,
+    FailureClass,
+    PathwaysJobFailed,
+    PathwaysSpecRejected,
+    apply_preemption_budget,
+)
 from airflow_provider_pathways.gke.job_objects import StatusOptions
 from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
 from airflow_provider_pathways.gke.ownership import JobRef, Release
@@ -44,10 +50,9 @@ from airflow_provider_pathways.gke.wait import (
 from airflow_provider_pathways.links import CloudLoggingLink, GKEWorkloadLink, push_console_links
 from airflow_provider_pathways.operators.delete_pathways_job import DeletePathwaysJobOperator
 from airflow_provider_pathways.operators.pathways_job_ownership import FollowedJob
-from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.operators.reattaching import Deadline, ReattachingJobOperator, task_deadline
 from airflow_provider_pathways.operators.template_values import rendered_mapping
-from airflow_provider_pathways.reattach import Verdict
-from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
+from airflow_provider_pathways.outcomes import Verdict
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     validate_outage_tolerance,

@@ -27,7 +27,7 @@ from airflow_provider_pathways.hooks.kubernetes_owned import (
     owned_jobs,
     release_job,
 )
-from airflow_provider_pathways.reattach import JobJudgement, KeptJob, Verdict
+from airflow_provider_pathways.outcomes import JobJudgement, KeptJob, Verdict
 from airflow_provider_pathways.transient import describe_error
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 
 from airflow_provider_pathways.airflow_features import resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
-from airflow_provider_pathways.operators.resumable import Deadline
-from airflow_provider_pathways.reattach import JobJudgement, Verdict
+from airflow_provider_pathways.operators.reattaching import Deadline
+from airflow_provider_pathways.outcomes import JobJudgement, Verdict
 from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,

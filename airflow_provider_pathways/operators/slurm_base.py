@@ -10,11 +10,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from airflow.providers.common.compat.sdk import AirflowException, AirflowTaskTimeout, conf
 
 from airflow_provider_pathways.airflow_features import deferred_by
-from airflow_provider_pathways.failures import FailureClass, PathwaysSpecRejected
-from airflow_provider_pathways.operators.resumable import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.failures import (
+    DEFAULT_PREEMPTION_RETRIES,
+    FailureClass,
+    PathwaysSpecRejected,
+    apply_preemption_budget,
+)
+from airflow_provider_pathways.operators.reattaching import Deadline, ReattachingJobOperator, task_deadline
 from airflow_provider_pathways.operators.template_values import rendered_mapping
-from airflow_provider_pathways.reattach import JobJudgement, Verdict
-from airflow_provider_pathways.retry import DEFAULT_PREEMPTION_RETRIES, apply_preemption_budget
+from airflow_provider_pathways.outcomes import JobJudgement, Verdict
 from airflow_provider_pathways.slurm.errors import SlurmJobLost
 from airflow_provider_pathways.slurm.job import (
     followed_by_try,

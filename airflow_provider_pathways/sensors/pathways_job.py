@@ -18,7 +18,7 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from airflow_provider_pathways.airflow_features import deferred_by, resumed_by_an_earlier_try
-from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
+from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, apply_retry_policy
 from airflow_provider_pathways.gke.job_objects import StatusOptions
 from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
 from airflow_provider_pathways.gke.resources import JobKind, proxy_address
@@ -28,7 +28,6 @@ from airflow_provider_pathways.gke.status import (
     judge_status,
 )
 from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments
-from airflow_provider_pathways.retry import apply_retry_policy
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context

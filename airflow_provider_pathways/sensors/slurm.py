@@ -18,8 +18,7 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from airflow_provider_pathways.airflow_features import deferred_by, resumed_by_an_earlier_try
-from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed
-from airflow_provider_pathways.retry import apply_retry_policy
+from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, apply_retry_policy
 from airflow_provider_pathways.slurm.cluster_env import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,

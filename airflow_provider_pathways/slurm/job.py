@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from airflow_provider_pathways.payloads import known_fields
+from airflow_provider_pathways.outcomes import known_fields
 from airflow_provider_pathways.slurm.states import REQUEUE_FLAGS, TERMINAL_STATES
 
 #: Fields added after 0.1.0: a job's dict (trigger events, XCom) leaves them out when unset.

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_pathways.bucket_names import bucket_name_error
+from airflow_provider_pathways.cache.location import bucket_name_error
 from airflow_provider_pathways.slurm.submit import ENV_NAME
 
 #: A TPU slice topology as ``start_pathways.sh`` takes it: ``2x4``, ``2x2x2``.

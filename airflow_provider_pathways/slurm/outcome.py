@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from airflow_provider_pathways.failure_class import FailureClass
+from airflow_provider_pathways.outcomes import FailureClass
 from airflow_provider_pathways.slurm.job import SlurmJob
 from airflow_provider_pathways.slurm.states import ACTIVE_STATES
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_provider_pathways.failure_class import FailureClass
+from airflow_provider_pathways.outcomes import FailureClass
 from airflow_provider_pathways.slurm.job import SlurmJob
 
 DEFAULT_HOLD_TIMEOUT = 3600.0

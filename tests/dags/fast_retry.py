@@ -14,7 +14,7 @@ def fast_retry(*, budget: bool = False) -> dict[str, Any]:
     (other failures are not retried, as with no ``retries`` set)."""
     settings: dict[str, Any] = {"retry_delay": timedelta(seconds=1)}
     if RETRY_POLICIES:
-        from airflow_provider_pathways.retry import PathwaysRetryPolicy
+        from airflow_provider_pathways.failures import PathwaysRetryPolicy
 
         settings["retry_policy"] = PathwaysRetryPolicy(
             base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2), retry_unclassified=not budget

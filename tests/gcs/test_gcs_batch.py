@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from airflow_provider_pathways.cache.batch import BatchCall, encode_batch, parse_batch_response
+from airflow_provider_pathways.cache.storage import BatchCall, encode_batch, parse_batch_response
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
 from sandbox.gcs.proxy import GcsProxy

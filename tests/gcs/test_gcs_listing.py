@@ -14,9 +14,12 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_provider_pathways.cache.errors import CacheCleanupError
-from airflow_provider_pathways.cache.jsonstream import iter_members
-from airflow_provider_pathways.cache.storage import FOLDER_FIELDS, LIST_FIELDS
+from airflow_provider_pathways.cache.storage import (
+    FOLDER_FIELDS,
+    LIST_FIELDS,
+    CacheCleanupError,
+    iter_members,
+)
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
 from sandbox.gcs.proxy import GcsProxy

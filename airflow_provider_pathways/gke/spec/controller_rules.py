@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_pathways.bucket_names import bucket_name_error
+from airflow_provider_pathways.cache.location import bucket_name_error
 from airflow_provider_pathways.gke.spec import k8s
 from airflow_provider_pathways.gke.spec.constants import (
     COMPONENT_TYPES,

@@ -14,9 +14,9 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG
 
+from airflow_provider_pathways.failures import PathwaysRetryPolicy
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))

@@ -16,12 +16,12 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG
 
+from airflow_provider_pathways.failures import PathwaysRetryPolicy
 from airflow_provider_pathways.operators.slurm import (
     CancelSlurmJobOperator,
     PathwaysSlurmServiceOperator,
     SlurmJobOperator,
 )
-from airflow_provider_pathways.retry import PathwaysRetryPolicy
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))

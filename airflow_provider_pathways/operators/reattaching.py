@@ -1,4 +1,4 @@
-"""Submit once, follow to the end, and on a retry reattach by the rules in :mod:`..reattach`."""
+"""Submit once, follow to the end, and on a retry reattach by the rules in :mod:`..outcomes`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
 
 from airflow_provider_pathways.failures import PathwaysWatchLost
-from airflow_provider_pathways.reattach import (
+from airflow_provider_pathways.outcomes import (
     JobJudgement,
     KeptJob,
     ReattachAction,
@@ -63,7 +63,7 @@ class ReattachingJobOperator(BaseOperator):
     Base of the operators that submit one job and follow it, with or without the triggerer.
 
     The submitted job's id is kept in ``task_state_store`` under ``external_id_key`` before it
-    is followed (a :class:`~airflow_provider_pathways.reattach.KeptJob`, with the outcome once a
+    is followed (a :class:`~airflow_provider_pathways.outcomes.KeptJob`, with the outcome once a
     try reported it). A new try of the same task instance (a retry, or a clear that keeps the
     task's state) judges that job first (:meth:`judge_job`): running or queued, it is followed
     again; succeeded, its result is reported without running it again; ended by preemption or

@@ -1,8 +1,10 @@
-"""What a new try does with the job an earlier try of the same task instance submitted.
+"""How a try of a Pathways job ended, in the terms every backend shares: the failure taxonomy,
+the judgement of a job an earlier try submitted and what a new try does with it, and the payloads a
+triggerer and a worker send each other.
 
-One rule set for GKE and Slurm: a job still running or queued is followed, unless the task was
-cleared since a try last followed it and the task's kill ends its job (then it is deleted or
-cancelled, as the clear's kill would have, and a fresh job is submitted); one that succeeded is
+Reattach, one rule set for GKE and Slurm: a job still running or queued is followed, unless the
+task was cleared since a try last followed it and the task's kill ends its job (then it is deleted
+or cancelled, as the clear's kill would have, and a fresh job is submitted); one that succeeded is
 reported without running it again; one that ended by preemption, eviction, node loss or another
 infrastructure failure (or for a reason nobody could classify) is replaced by a fresh job; one
 whose program failed or whose spec was refused fails the task at once, and the program never runs
@@ -10,16 +12,47 @@ twice; one the cluster forgot before anyone saw its end (its outcome is unknown:
 have run) fails the task too, unless the user asked for a resubmission in that case. A failure an
 earlier try already reported never blocks a new try (a cleared task): that try submits a fresh job
 and leaves the failed one as it is.
+
+Payloads are read so that different versions of this provider understand each other: a reader
+takes the keys it knows and ignores those a newer version added.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 from typing import Any
 
-from airflow_provider_pathways.failure_class import FailureClass
+
+class FailureClass(str, Enum):
+    """Why a Pathways job did not succeed; decides whether a retry is worth it."""
+
+    SPEC_REJECTED = "spec_rejected"
+    USER_PROGRAM_FAILED = "user_program_failed"
+    PREEMPTED = "preempted"
+    MAX_RESTARTS_REACHED = "max_restarts_reached"
+    INFRASTRUCTURE = "infrastructure"
+    #: Whether the program ran, and how it ended, cannot be known: the cluster forgot the job (a
+    #: Slurm job purged after ``MinJobAge`` on a cluster without accounting). Never rerun by itself.
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    UNKNOWN = "unknown"
+
+    @property
+    def retryable(self) -> bool:
+        """Preemption and infrastructure failures are worth a retry; a rejected spec or a failing
+        program is not."""
+        return self in (FailureClass.PREEMPTED, FailureClass.INFRASTRUCTURE)
+
+    @property
+    def final(self) -> bool:
+        """A failure a retry must not paper over: the program failed, the spec was refused, or
+        nobody knows whether the program ran (running it again is the user's call)."""
+        return self in (
+            FailureClass.USER_PROGRAM_FAILED,
+            FailureClass.SPEC_REJECTED,
+            FailureClass.OUTCOME_UNKNOWN,
+        )
 
 
 class Verdict(str, Enum):
@@ -150,3 +183,10 @@ class KeptJob:
         """Whether the task instance was cleared after a try last submitted or followed the job
         (its ``max_tries`` is now ``max_tries``); False when either is unknown."""
         return self.max_tries is not None and max_tries is not None and max_tries > self.max_tries
+
+
+def known_fields(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``data`` that name fields of the dataclass ``cls``; the others, which a newer
+    version may have added, are dropped."""
+    known = {f.name for f in fields(cls)}
+    return {key: value for key, value in data.items() if key in known}
