@@ -52,11 +52,13 @@ test: packages venv
 	$(SESSION) $(MAKE) --no-print-directory test-steps
 
 # What `make test` runs inside its sandbox session. PATHWAYS_SANDBOX_REQUIRED=1: a test whose
-# environment is missing (root, Debian, Chromium, a package) fails instead of skipping.
+# environment is missing (root, Debian, Chromium, a package) fails instead of skipping. The whole
+# suite mostly waits (on Slurm, Airflow and the stand-ins), so the compatibility tier runs beside it
+# at a lower CPU priority (sandbox/beside.sh); its output follows the suite's.
 test-steps: sandbox-slurm sandbox-airflow sandbox-ui docs
 	$(VENV)/bin/ruff check .
-	PATHWAYS_SANDBOX_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider tests
-	PATHWAYS_SANDBOX_REQUIRED=1 $(MAKE) --no-print-directory test-compat
+	PATHWAYS_SANDBOX_REQUIRED=1 bash sandbox/beside.sh "the compatibility tier (make test-compat)" \
+		"$(MAKE) --no-print-directory test-compat" $(PY) -m pytest -q -p no:cacheprovider tests
 
 # The older Airflow versions the provider supports (the full suite runs on the venv's, 3.3): each in
 # its own venv (.venv-compat/<version>, pinned by sandbox/compat/constraints-<version>.txt, reused
