@@ -1,8 +1,9 @@
 """Background service processes of the sandbox: liveness, stopping, and their JSON state files.
 
-Also what ``/proc`` tells about any process (start time, command line, root, parent, listening
-ports), which the machine-wide registry (``sandbox.registry``) and the sandbox session
-(``sandbox.session``) use to recognise the sandbox's processes without mistaking a reused pid.
+Also what the system tells about any process (start time, command line, root, parent, listening
+ports), read with psutil (``/proc`` on Linux), which the machine-wide registry
+(``sandbox.registry``) and the sandbox session (``sandbox.session``) use to recognise the sandbox's
+processes without mistaking a reused pid: a pid and its start time name one process for good.
 """
 
 from __future__ import annotations
@@ -17,21 +18,31 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+_GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+
+
+def _process(pid: int) -> psutil.Process | None:
+    """The running (not zombie) process ``pid``, or None."""
+    if pid <= 0:
+        return None
+    try:
+        process = psutil.Process(pid)
+        return None if process.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD) else process
+    except _GONE:
+        return None
+
 
 def pid_alive(pid: int) -> bool:
     """True if ``pid`` runs and is not a zombie."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
-            return False
-    return True
+    return _process(pid) is not None
+
+
+def start_time(pid: int) -> float | None:
+    """When ``pid`` started, or None if it is gone or a zombie."""
+    process = _process(pid)
+    return process.create_time() if process else None
 
 
 def stop_process(process: subprocess.Popen[bytes] | None, pid: int, timeout: float) -> None:
@@ -45,14 +56,7 @@ def stop_process(process: subprocess.Popen[bytes] | None, pid: int, timeout: flo
                 process.kill()
                 process.wait(timeout)
         return
-    if not pid_alive(pid):
-        return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if pid_alive(pid):
-        os.kill(pid, signal.SIGKILL)
+    stop_all([pid], timeout)
 
 
 def read_state(path: Path) -> dict[str, Any] | None:
@@ -70,142 +74,90 @@ def forget_state(path: Path, pid: int) -> None:
         path.unlink(missing_ok=True)
 
 
-# ---- what /proc says about any process -----------------------------------------------------------
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """Fields 3... of ``/proc/PID/stat`` (after the command name, which may contain spaces)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def start_time(pid: int) -> int | None:
-    """When ``pid`` started (clock ticks since boot), or None if it is gone or a zombie.
-
-    A pid and its start time name one process for good: a reused pid has another start time.
-    """
-    fields = _stat_fields(pid)
-    if not fields or fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
-
-
 def parent(pid: int) -> int | None:
-    fields = _stat_fields(pid)
-    return int(fields[1]) if fields else None
+    with contextlib.suppress(*_GONE):
+        return psutil.Process(pid).ppid()
+    return None
 
 
 def comm(pid: int) -> str:
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/comm").read_text().strip()
+    with contextlib.suppress(*_GONE):
+        return psutil.Process(pid).name()
     return ""
 
 
 def cmdline(pid: int) -> list[str]:
-    with contextlib.suppress(OSError):
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        return raw.split("\0")[:-1] if raw.endswith("\0") else raw.split("\0")
+    with contextlib.suppress(*_GONE):
+        return psutil.Process(pid).cmdline()
     return []
 
 
 def root(pid: int) -> str | None:
-    """The root directory of ``pid`` (``/``, or a chroot), None if it cannot be read."""
+    """The root directory of ``pid`` (``/``, or a chroot), None if it cannot be read (psutil has
+    no call for it)."""
     with contextlib.suppress(OSError):
         return os.readlink(f"/proc/{pid}/root")
     return None
 
 
 def uid(pid: int) -> int | None:
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}").stat().st_uid
+    with contextlib.suppress(*_GONE):
+        return psutil.Process(pid).uids().effective
     return None
 
 
 def all_pids() -> list[int]:
-    return sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
+    return sorted(psutil.pids())
 
 
 def descendants(pid: int) -> list[int]:
-    """Every living process below ``pid`` (children first, then theirs)."""
-    children: dict[int, list[int]] = {}
-    for other in all_pids():
-        ppid = parent(other)
-        if ppid is not None:
-            children.setdefault(ppid, []).append(other)
-    found: list[int] = []
-    queue = list(children.get(pid, []))
-    while queue:
-        current = queue.pop(0)
-        found.append(current)
-        queue.extend(children.get(current, []))
-    return found
+    """Every living process below ``pid``."""
+    with contextlib.suppress(*_GONE):
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    return []
 
 
-def _socket_inodes(pid: int) -> set[int]:
-    inodes: set[int] = set()
-    with contextlib.suppress(OSError):
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            with contextlib.suppress(OSError):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("socket:["):
-                    inodes.add(int(target[8:-1]))
-    return inodes
-
-
-def _listening_inodes() -> dict[int, int]:
-    """``{socket inode: port}`` of every listening TCP socket (IPv4 and IPv6)."""
-    found: dict[int, int] = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError):
-            for line in Path(table).read_text().splitlines()[1:]:
-                fields = line.split()
-                if len(fields) > 9 and fields[3] == "0A":  # TCP_LISTEN
-                    found[int(fields[9])] = int(fields[1].rsplit(":", 1)[1], 16)
-    return found
+def _listening() -> list[Any]:
+    """Every listening TCP socket (IPv4 and IPv6) with its owner's pid where it can be read."""
+    return [c for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN]
 
 
 def listening_ports(pid: int) -> set[int]:
     """The TCP ports ``pid`` listens on."""
-    listening = _listening_inodes()
-    return {listening[inode] for inode in _socket_inodes(pid) if inode in listening}
+    return {c.laddr.port for c in _listening() if c.pid == pid}
 
 
 def port_owners(port: int) -> set[int]:
     """The processes that hold a socket listening on TCP ``port`` (any address)."""
-    inodes = {inode for inode, listening in _listening_inodes().items() if listening == port}
-    if not inodes:
-        return set()
-    return {pid for pid in all_pids() if _socket_inodes(pid) & inodes}
+    return {c.pid for c in _listening() if c.laddr.port == port and c.pid is not None}
 
 
 def port_listening(port: int) -> bool:
-    return port in _listening_inodes().values()
+    return any(c.laddr.port == port for c in _listening())
 
 
-def signal_all(pids: Iterable[tuple[int, int]], sig: int) -> None:
-    """Send ``sig`` to every ``(pid, start time)`` that still names the same process."""
-    for pid, started in pids:
-        if start_time(pid) == started:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
+def _running(targets: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``targets`` that still run (a zombie has ended: its parent only has not reaped it,
+    and an orphan's may never do so promptly)."""
+    return [p for p in targets if start_time(p.pid) == p.create_time()]
+
+
+def _wait_gone(targets: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout
+    while (alive := _running(targets)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return alive
 
 
 def stop_all(pids: Iterable[int], timeout: float, sig: int = signal.SIGTERM) -> list[int]:
     """Send ``sig`` to the processes, SIGKILL what still runs after ``timeout`` s; returns the pids
-    that were still running after the SIGKILL too (waited for up to 5 s more)."""
-    targets = [(pid, started) for pid in pids if (started := start_time(pid)) is not None]
-    signal_all(targets, sig)
-
-    def running() -> list[tuple[int, int]]:
-        return [(pid, started) for pid, started in targets if start_time(pid) == started]
-
-    deadline = time.monotonic() + timeout
-    while running() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    signal_all(running(), signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while running() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [pid for pid, _ in running()]
+    that were still running after the SIGKILL too (waited for up to 5 s more). A pid is signalled
+    only while it names the process it named when this was called (psutil checks its start time)."""
+    targets = [process for pid in pids if (process := _process(pid)) is not None]
+    for process in targets:
+        with contextlib.suppress(*_GONE):
+            process.send_signal(sig)
+    for process in _wait_gone(targets, timeout):
+        with contextlib.suppress(*_GONE):
+            process.kill()
+    return [process.pid for process in _wait_gone(targets, 5)]

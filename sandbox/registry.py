@@ -55,13 +55,13 @@ class Record:
 
     kind: str
     pid: int
-    start: int
+    start: float
     repo: str
     state_dir: str
     description: str
     command: list[str] = field(default_factory=list)
     owner: int | None = None
-    owner_start: int | None = None
+    owner_start: float | None = None
     stop_signal: str = "SIGTERM"
     #: stop it before the other kinds (e.g. Airflow components before their PostgreSQL)
     stop_first: bool = True
@@ -217,7 +217,7 @@ class User:
 
     what: str
     pid: int
-    start: int
+    start: float
     repo: str
     command: list[str] = field(default_factory=list)
 
