@@ -199,7 +199,7 @@ async def first_event(trigger: PathwaysJobTrigger) -> tuple[float, dict[str, Any
 
 
 def wait_for_jobset(hook: PathwaysJobHook, name: str, namespace: str, timeout: float = 20.0) -> None:
-    from airflow_provider_pathways.gke.resources import JOBSET
+    from airflow_provider_pathways.gke.objects import JOBSET
 
     deadline = time.monotonic() + timeout
     while hook.get_object(JOBSET, name, namespace) is None:

@@ -201,8 +201,7 @@ def submit_service(hook: SlurmHook, settings: dict[str, str], workdir: Path, sli
 
 async def wait_ready(hook: SlurmHook, service: Service, timeout: float = 90.0) -> None:
     """Until ``check_pathways_service`` says ready, then until the array's RUNNING count is stable."""
-    from airflow_provider_pathways.slurm.cluster_env import count_running
-    from airflow_provider_pathways.slurm.service import ServiceProbe, check_pathways_service
+    from airflow_provider_pathways.slurm.service import ServiceProbe, check_pathways_service, count_running
 
     deadline = time.monotonic() + timeout
     try:
@@ -297,8 +296,8 @@ async def provider_poll(hook: SlurmHook, service: Service) -> int:
 
 async def naive_poll(hook: SlurmHook, service: Service) -> int:
     """Baseline: the same checks, but one Slurm query per array task (``<array>_<i>``)."""
-    from airflow_provider_pathways.slurm.rest_codec import jobs_from_rest
-    from airflow_provider_pathways.slurm.scontrol import jobs_from_scontrol
+    from airflow_provider_pathways.slurm.job import jobs_from_scontrol
+    from airflow_provider_pathways.slurm.rest import jobs_from_rest
 
     job = await hook.a_get_job(service.job_id)
     if job is None or job.terminal:

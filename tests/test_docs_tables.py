@@ -12,9 +12,8 @@ import pytest
 
 from airflow_provider_pathways.failures import PathwaysJobFailed
 from airflow_provider_pathways.outcomes import FailureClass
-from airflow_provider_pathways.slurm.job import SlurmJob
+from airflow_provider_pathways.slurm.job import TERMINAL_STATES, SlurmJob
 from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
-from airflow_provider_pathways.slurm.states import TERMINAL_STATES
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 _STATE = re.compile(r"``([A-Z][A-Z_]+)``")
@@ -69,7 +68,7 @@ def test_each_end_state_does_what_the_table_says(state: str, exit_code: str, say
 def test_the_compatibility_page_names_what_the_tests_run_and_the_controllers_api_versions() -> None:
     """Every Airflow version of ``make test-compat`` has its constraints and a row in the page;
     the JobSet and Kueue API versions are the ones the provider talks to."""
-    from airflow_provider_pathways.gke.resources import JOBSET, KUEUE_WORKLOAD
+    from airflow_provider_pathways.gke.objects import JOBSET, KUEUE_WORKLOAD
 
     page = (DOCS / "compatibility.rst").read_text()
     makefile = (DOCS.parent / "Makefile").read_text()

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_pathways.slurm.errors import SlurmApiError
-from airflow_provider_pathways.slurm.transient import is_transient
+from airflow_provider_pathways.slurm.errors import SlurmApiError, is_transient
 
 
 @pytest.mark.parametrize("status", [408, 429, 502, 503, 504])

@@ -2,9 +2,9 @@
 :mod:`airflow_provider_pathways.hooks` fetch the objects these modules read):
 
 - :mod:`.spec`: the PathwaysJob/JobSet spec, its rules and rendering;
-- :mod:`.tpu`, :mod:`.naming`, :mod:`.resources`: TPU types and topologies, names, resource kinds;
-- :mod:`.status`: a job's phase and status; :mod:`.summary` reads it from the job's objects
-  (:mod:`.job_objects`, :mod:`.object_fields`), with :mod:`.queueing` (Kueue) and
-  :mod:`.failure_diagnosis` (why it failed);
-- :mod:`.wait`: what a wait on a job follows.
+- :mod:`.tpu`: TPU types and topologies;
+- :mod:`.objects`: the Kubernetes objects a job is made of, their names, labels and fields;
+- :mod:`.status`: a job's status read from its objects, with Kueue queueing and what a wait
+  follows; :mod:`.failure_diagnosis`: why a job failed;
+- :mod:`.task_job`: a task instance's job: its name and labels, its spec, which try it belongs to.
 """

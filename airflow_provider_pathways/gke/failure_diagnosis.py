@@ -8,9 +8,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_pathways.gke import naming, tpu
-from airflow_provider_pathways.gke.object_fields import labels_of, reason_text, true_conditions
-from airflow_provider_pathways.gke.status import REPLICATED_JOB_LABEL, RESTART_ATTEMPT_LABEL, parse_time
+from airflow_provider_pathways.gke import tpu
+from airflow_provider_pathways.gke.objects import (
+    COORDINATOR_LABEL,
+    JOB_KINDS,
+    MAX_JOB_NAME_LENGTH,
+    MAX_LABEL_VALUE,
+    REPLICATED_JOB_LABEL,
+    RESTART_ATTEMPT_LABEL,
+    coordinator_label_value,
+    labels_of,
+    parse_time,
+    reason_text,
+    true_conditions,
+)
 from airflow_provider_pathways.outcomes import FailureClass
 
 # Pod status reasons that mean the node or the scheduler took the pod away.
@@ -319,13 +330,13 @@ def controller_refusal(pathways_job: Mapping[str, Any], name: str) -> str | None
             f"the PathwaysJob controller rejected the spec: topology {topology!r} is not valid for machine "
             f"type {machine!r} (its ValidTpuTopologiesMap); no JobSet was created"
         )
-    if len(name) > naming.MAX_JOB_NAME_LENGTH:
-        value = naming.coordinator_label_value(name)
+    if len(name) > MAX_JOB_NAME_LENGTH:
+        value = coordinator_label_value(name)
         return (
             f"JobSet refuses the JobSet of {name!r}: its name is {len(name)} characters, so the label "
-            f"{naming.COORDINATOR_LABEL}={value!r} would be {len(value)} characters, more than "
-            f"{naming.MAX_LABEL_VALUE}; the PathwaysJob controller retries in vain. Use a name of at most "
-            f"{naming.MAX_JOB_NAME_LENGTH} characters"
+            f"{COORDINATOR_LABEL}={value!r} would be {len(value)} characters, more than "
+            f"{MAX_LABEL_VALUE}; the PathwaysJob controller retries in vain. Use a name of at most "
+            f"{MAX_JOB_NAME_LENGTH} characters"
         )
     return None
 
@@ -334,7 +345,7 @@ def create_failure_message(events: list[Mapping[str, Any]], name: str) -> str:
     """The controller's or a webhook's words about the failed JobSet create, from Warning events."""
     for event in reversed(events):
         involved = event.get("involvedObject") or {}
-        ours = involved.get("name") == name and involved.get("kind") in ("PathwaysJob", "JobSet")
+        ours = involved.get("name") == name and involved.get("kind") in JOB_KINDS
         if ours and event.get("type") == "Warning" and event.get("message"):
             return f": {event.get('reason')}: {event['message']}"
     return ""

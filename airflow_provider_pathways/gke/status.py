@@ -1,23 +1,61 @@
-"""The status of a Pathways job as the provider reports it: its phase, slices, failure class and
-the times it moved between them (plain values, also what the triggers send; read from the cluster
-by :mod:`.summary`), and the one judgement of the job an operator makes from it."""
+"""The status of a Pathways job: its phase, slices, failure class and the times it moved between
+them (plain values, also what the triggers send), read from everything the cluster holds about the
+job; where it stands in Kueue; what a wait on it follows; and the one judgement an operator makes
+from it.
+
+:func:`summarize` is the single place where Kubernetes state (the PathwaysJob, its JobSet, Jobs,
+pods, events and Kueue Workloads, as the plain dicts the API server returns) becomes a status.
+Rules and where they come from:
+
+- a JobSet labelled ``kueue.x-k8s.io/queue-name`` is suspended at creation until Kueue admits it
+  (kueue ``defaults.go``): suspended and not ``Admitted`` is **queued**, never preemption; an
+  ``Evicted`` Workload is requeued by Kueue and so queued again; a deactivated one
+  (``spec.active: false``, ``RequeuingLimitExceeded``) is an infrastructure failure
+  (kueue ``workload_types.go``);
+- ``terminalState: Failed`` with no conditions and no JobSet is whatever made the JobSet create fail
+  (pathways-job ``pathwaysjob_controller.go`` ``Reconcile``): a topology outside
+  ``ValidTpuTopologiesMap`` or a name over 22 characters (jobset ``jobset_webhook.go``) is a refused
+  spec, anything else an infrastructure failure;
+- preemption evidence survives the pods: Job conditions ``FailureTarget``/``Failed`` with reason
+  ``PodFailurePolicy`` (the pod's ``DisruptionTarget``), Kueue evictions, node-loss events on the
+  job's pods, and a program that died with ``DATA_LOSS`` (how Pathways reports a lost slice) while
+  a slice or pod was lost; a pod the kubelet evicted for using more than it may (its
+  ephemeral-storage limit, an emptyDir ``sizeLimit``, more than its request under node pressure) is
+  the program's failure (kubelet ``eviction/helpers.go``);
+- a job with ``metadata.deletionTimestamp`` is terminating, and one that is gone was deleted: by
+  someone other than the task following it, an infrastructure failure.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from airflow_provider_pathways.gke.failure_diagnosis import (
+    controller_refusal,
+    create_failure_message,
+    diagnose_failure,
+    evicted_workload,
+)
+from airflow_provider_pathways.gke.objects import (
+    HEAD_REPLICATED_JOB,
+    JOBSET,
+    MAIN_CONTAINER,
+    QUEUE_NAME_LABEL,
+    WORKER_REPLICATED_JOB,
+    check_kind,
+    find_condition,
+    labels_of,
+    owner_references,
+    parse_time,
+    reason_text,
+    replicas_of,
+    true_conditions,
+)
 from airflow_provider_pathways.outcomes import FailureClass, JobJudgement, known_fields
-
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
-QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 class Phase(str, Enum):
@@ -122,16 +160,6 @@ def _failure_class(value: str) -> FailureClass:
         return FailureClass.UNKNOWN
 
 
-def parse_time(stamp: object) -> float | None:
-    """Epoch seconds of an RFC 3339 timestamp as the API server writes them; None if unreadable."""
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def format_duration(seconds: float) -> str:
     """``45 s``, ``12 min``, ``2 h 5 min``."""
     if seconds < 60:
@@ -151,3 +179,300 @@ def judge_status(status: PathwaysJobStatus) -> JobJudgement:
     if status.terminal:
         return JobJudgement.failed(status.failure or FailureClass.UNKNOWN, status.message)
     return JobJudgement.active(status.progress())
+
+
+def own_workload(workloads: list[Mapping[str, Any]], jobset: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JobSet's Kueue Workload (owned by it), the newest if several."""
+    md = jobset.get("metadata") or {}
+    owned = [
+        w
+        for w in workloads
+        if any(
+            ref.get("kind") == JOBSET.kind
+            and ref.get("name") == md.get("name")
+            and ref.get("uid") in (None, md.get("uid"))
+            for ref in owner_references(w)
+        )
+    ]
+    owned.sort(key=lambda w: (w.get("metadata") or {}).get("creationTimestamp") or "")
+    return owned[-1] if owned else None
+
+
+def deactivation(workload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Workload's deactivation (``spec.active: false``), as its ``Evicted`` condition or a stand-in."""
+    evicted = true_conditions(workload).get("Evicted")
+    reason = str((evicted or {}).get("reason") or "")
+    if (workload.get("spec") or {}).get("active") is False or reason.startswith(
+        ("Deactivated", "InactiveWorkload")
+    ):
+        return evicted or {"reason": "Deactivated", "message": "spec.active is false"}
+    return None
+
+
+def queued_state(jobset: Mapping[str, Any], workload: Mapping[str, Any] | None) -> tuple[str, str | None]:
+    """(message, queued since) of a JobSet Kueue has not admitted (again)."""
+    created = (jobset.get("metadata") or {}).get("creationTimestamp")
+    if workload is None:
+        return "waiting for Kueue to create its Workload", created
+    reserved = find_condition(workload, "QuotaReserved")
+    evicted = true_conditions(workload).get("Evicted")
+    since = None
+    if reserved is not None and reserved.get("status") != "True":
+        since = reserved.get("lastTransitionTime")
+    since = since or (workload.get("metadata") or {}).get("creationTimestamp") or created
+    if evicted:
+        return (
+            f"evicted by Kueue after it ran ({reason_text(evicted)}) and requeued; "
+            "waiting to be admitted again",
+            since,
+        )
+    if reserved is not None and reserved.get("status") != "True":
+        return f"waiting for quota ({reason_text(reserved)})", since
+    return "waiting for Kueue to admit it", since
+
+
+def queue_time_left(status: PathwaysJobStatus | None, queue_timeout: float | None) -> float | None:
+    """Seconds until ``queue_timeout`` while the job is queued (0: timed out); None when it does
+    not apply."""
+    queued_for = status.queued_for() if status is not None else None
+    if queue_timeout is None or queued_for is None:
+        return None
+    return max(queue_timeout - queued_for, 0.0)
+
+
+class WaitUntil(str, Enum):
+    """How long an operator or trigger follows a job."""
+
+    CREATED = "created"
+    READY = "ready"
+    FINISHED = "finished"
+
+
+def validate_wait_arguments(*, name: str, wait_until: str, min_slices: int | None, kind: str) -> None:
+    """Raise ValueError naming the argument when a wait is ill-defined."""
+    if not name:
+        raise ValueError("name: the job name is empty; pass the name of the PathwaysJob to follow")
+    if wait_until not in {w.value for w in WaitUntil}:
+        raise ValueError(f"wait_until: {wait_until!r} is not one of 'created', 'ready', 'finished'")
+    if min_slices is not None and (not isinstance(min_slices, int) or min_slices < 1):
+        raise ValueError(f"min_slices: {min_slices!r} must be an integer >= 1")
+    check_kind(kind)
+
+
+def wait_is_over(
+    status: PathwaysJobStatus, *, wait_until: str, min_slices: int | None, fail_on_suspend: bool
+) -> bool:
+    """The wait ends: the job ended, or was suspended (with ``fail_on_suspend``), or, waiting for
+    ``ready``, has ``min_slices`` (default: all) slices ready."""
+    if status.terminal:
+        return True
+    if status.phase is Phase.SUSPENDED:
+        return fail_on_suspend
+    need = min_slices or status.slices_total
+    return wait_until == WaitUntil.READY.value and need > 0 and status.ready_for(need)
+
+
+def wait_succeeded(status: PathwaysJobStatus, wait_until: str) -> bool:
+    """The wait's success: waiting for the end, the job succeeded; waiting for ``ready``, it is
+    alive and not suspended (one that ended, even successfully, before it was seen ready has
+    nothing ready to offer); waiting for ``created``, it exists and did not fail."""
+    if wait_until == WaitUntil.READY.value:
+        return not status.terminal and status.phase is not Phase.SUSPENDED
+    if status.phase is Phase.SUCCEEDED:
+        return True
+    waits_for_end = wait_until == WaitUntil.FINISHED.value
+    return not waits_for_end and not status.terminal and status.phase is not Phase.SUSPENDED
+
+
+def ended_before_ready(status: PathwaysJobStatus, wait_until: str) -> str | None:
+    """Why a wait for ``ready`` failed although the job did not: it succeeded first."""
+    if wait_until != WaitUntil.READY.value or status.phase is not Phase.SUCCEEDED:
+        return None
+    return (
+        f"{status.namespace}/{status.name} ended (succeeded) before it was seen ready: "
+        "wait_until='ready' is for a job that keeps running (a Pathways cluster for later tasks); "
+        "use wait_until='finished' for a program that ends"
+    )
+
+
+def summarize(
+    *,
+    name: str,
+    namespace: str,
+    pathways_job: Mapping[str, Any] | None,
+    jobset: Mapping[str, Any] | None,
+    pods: list[Mapping[str, Any]] | None = None,
+    jobs: list[Mapping[str, Any]] | None = None,
+    workloads: list[Mapping[str, Any]] | None = None,
+    events: list[Mapping[str, Any]] | None = None,
+    log_tail: str | None = None,
+    worker_replicated_job: str = WORKER_REPLICATED_JOB,
+    head_replicated_job: str = HEAD_REPLICATED_JOB,
+    main_container: str = MAIN_CONTAINER,
+    expect_pathways_job: bool = True,
+) -> PathwaysJobStatus:
+    """
+    Summarize a Pathways job.
+
+    Slices are read from the JobSet (the PathwaysJob has no partial-slice state); conditions are
+    looked up by type; Jobs and events stand in for pods that are gone. ``pods``, ``jobs``,
+    ``workloads``, ``events`` and ``log_tail`` (the program's last lines) are only needed to
+    classify a failure, a suspension or a queued job.
+    """
+    pods, jobs, workloads, events = pods or [], jobs or [], workloads or [], events or []
+    base: dict[str, Any] = {"name": name, "namespace": namespace}
+    if (pathways_job if expect_pathways_job else jobset) is None:
+        return PathwaysJobStatus(
+            **base,
+            phase=Phase.DELETED,
+            failure=FailureClass.INFRASTRUCTURE,
+            message="the job no longer exists: someone else deleted it before it ended",
+        )
+    pwj_status = (pathways_job or {}).get("status") or {}
+    pwj_spec = (pathways_job or {}).get("spec") or {}
+    workers = (pwj_spec.get("workers") or [{}])[0]
+    deleting = _deletion(pathways_job) or _deletion(jobset)
+    if jobset is None:
+        total = int(workers.get("numSlices", 0) or 0)
+        if pwj_status.get("terminalState") == "Completed":  # the JobSet went after the job's end
+            return PathwaysJobStatus(**base, phase=Phase.SUCCEEDED, slices_total=total, message="completed")
+        if pwj_status.get("terminalState") == "Failed":
+            if pwj_status.get("conditions"):
+                failure, message = FailureClass.UNKNOWN, f"the PathwaysJob failed: {pwj_status}"
+            elif (refusal := controller_refusal(pathways_job or {}, name)) is not None:
+                failure, message = FailureClass.SPEC_REJECTED, refusal
+            else:
+                failure = FailureClass.INFRASTRUCTURE
+                message = (
+                    "the PathwaysJob controller could not create the JobSet (terminalState Failed, no "
+                    "conditions) although the spec is valid: a webhook refused the JobSet or the API server "
+                    "failed; the controller keeps retrying" + create_failure_message(events, name)
+                )
+            return PathwaysJobStatus(
+                **base, phase=Phase.FAILED, slices_total=total, failure=failure, message=message
+            )
+        if deleting:
+            base["slices_total"] = total
+            return PathwaysJobStatus(
+                **base, phase=Phase.TERMINATING, failure=FailureClass.INFRASTRUCTURE, message=deleting
+            )
+        return PathwaysJobStatus(
+            **base, phase=Phase.PENDING, slices_total=total, message="waiting for the controller"
+        )
+
+    js_status = jobset.get("status") or {}
+    by_name = {r.get("name"): r for r in js_status.get("replicatedJobsStatus") or []}
+    worker, head = by_name.get(worker_replicated_job) or {}, by_name.get(head_replicated_job) or {}
+    total = replicas_of(jobset, worker_replicated_job)
+    ready = min(int(worker.get("ready", 0) or 0), total)
+    head_ready = int(head.get("ready", 0) or 0) >= 1
+    restarts = int(js_status.get("restarts", 0) or 0)
+    conditions = true_conditions(jobset)
+    queue = labels_of(jobset).get(QUEUE_NAME_LABEL) or None
+    common: dict[str, Any] = {
+        **base,
+        "slices_ready": ready,
+        "slices_total": total,
+        "head_ready": head_ready,
+        "restarts": restarts,
+        "conditions": tuple(sorted(conditions)),
+        "queue": queue,
+    }
+    terminal = js_status.get("terminalState") or ""
+    if terminal == "Completed" or "Completed" in conditions:
+        text = reason_text(conditions.get("Completed") or {})
+        return PathwaysJobStatus(**common, phase=Phase.SUCCEEDED, message=text or "completed")
+    if terminal == "Failed" or "Failed" in conditions:
+        diagnosis = diagnose_failure(
+            conditions.get("Failed"),
+            jobset=jobset,
+            pods=pods,
+            jobs=jobs,
+            workloads=workloads,
+            events=events,
+            log_tail=log_tail,
+            head_replicated_job=head_replicated_job,
+            worker_replicated_job=worker_replicated_job,
+            main_container=main_container,
+        )
+        return PathwaysJobStatus(
+            **common,
+            phase=Phase.FAILED,
+            failure=diagnosis.failure,
+            message=diagnosis.message,
+            exit_code=diagnosis.exit_code,
+        )
+    if deleting:
+        return PathwaysJobStatus(
+            **common, phase=Phase.TERMINATING, failure=FailureClass.INFRASTRUCTURE, message=deleting
+        )
+    suspended = (jobset.get("spec") or {}).get("suspend") is True
+    if queue:
+        workload = own_workload(workloads, jobset)
+        deactivated = deactivation(workload) if workload is not None else None
+        if deactivated is not None:
+            return PathwaysJobStatus(
+                **common,
+                phase=Phase.FAILED,
+                failure=FailureClass.INFRASTRUCTURE,
+                message=f"Kueue deactivated the workload ({reason_text(deactivated)}); it will not be "
+                "admitted again",
+            )
+        if suspended and "Admitted" not in true_conditions(workload):
+            message, since = queued_state(jobset, workload)
+            return PathwaysJobStatus(**common, phase=Phase.QUEUED, message=message, queued_since=since)
+    elif suspended:
+        evicted = evicted_workload(workloads)
+        why = evicted or reason_text(conditions.get("Suspended") or {}) or "spec.suspend is true"
+        return PathwaysJobStatus(
+            **common,
+            phase=Phase.SUSPENDED,
+            failure=FailureClass.PREEMPTED,
+            message=f"the JobSet is suspended (preempted or evicted): {why}",
+        )
+    if head_ready and ready >= total:
+        phase = Phase.RUNNING
+    elif head_ready or ready or int(worker.get("active", 0) or 0) or int(head.get("active", 0) or 0):
+        phase = Phase.STARTING
+    else:
+        phase = Phase.PENDING
+    return PathwaysJobStatus(**common, phase=phase)
+
+
+def _deletion(obj: Mapping[str, Any] | None) -> str | None:
+    """Why ``obj`` counts as terminating: its ``deletionTimestamp``, set when someone deleted it (the
+    object stays while finalizers, or with foreground deletion its dependents, hold it)."""
+    if obj is None:
+        return None
+    since = (obj.get("metadata") or {}).get("deletionTimestamp")
+    if not since:
+        return None
+    return (
+        f"{obj.get('kind') or 'the job'} is being deleted (deletionTimestamp {since}) by someone other "
+        "than this task: it will not run to its end"
+    )
+
+
+# Lines of the program's log read when the job failed (to see a DATA_LOSS from a lost slice).
+FAILURE_LOG_LINES = 50
+
+
+@dataclass(frozen=True)
+class DetailPlan:
+    """What a status read needs beyond the job's own objects."""
+
+    objects: bool = False  # pods, Jobs and Kueue Workloads
+    events: bool = False
+    log: bool = False  # the program's last lines
+
+
+def details_needed(
+    status: PathwaysJobStatus, *, jobset: Mapping[str, Any] | None, pathways_job: Mapping[str, Any] | None
+) -> DetailPlan:
+    """A failed, suspended or queued JobSet needs its pods, Jobs and Workloads (a failure also its
+    events and log, to tell preemption from the program's own failure); a PathwaysJob that failed
+    without a JobSet needs its events (why the controller could not create it)."""
+    failed = status.phase is Phase.FAILED
+    if status.phase in (Phase.FAILED, Phase.SUSPENDED, Phase.QUEUED) and jobset is not None:
+        return DetailPlan(objects=True, events=failed, log=failed)
+    return DetailPlan(events=failed and pathways_job is not None)

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 
-from airflow_provider_pathways.gke.resources import JobKind
+from airflow_provider_pathways.gke.objects import JobKind
 
 __all__ = [
     "JOBSET_KIND",

@@ -1,57 +1,292 @@
-"""Hook for PathwaysJobs and their JobSets, with ``a_*`` async twins for triggers."""
+"""Hook for PathwaysJobs and their JobSets, with ``a_*`` async twins for triggers, and what only it
+uses: which API errors are worth a retry, watches of a job's objects (resumed from the last
+resourceVersion, re-listed on 410), and a task instance's jobs, found by owner labels, marked by the
+try that follows them and deleted only under the rules of
+:mod:`airflow_provider_pathways.gke.task_job`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import functools
+import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import aiohttp
+import urllib3
 import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
 from kubernetes.client import ApiException
 from kubernetes_asyncio import client as async_client
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
-from airflow_provider_pathways.gke.job_objects import (
+from airflow_provider_pathways.gke.objects import (
     DEFAULT_STATUS_OPTIONS,
-    FAILURE_LOG_LINES,
+    JOBSET,
+    KUEUE_WORKLOAD,
+    PATHWAYS_JOB,
+    CustomResource,
+    JobKind,
     StatusOptions,
-    details_needed,
     job_events,
     job_selector,
     log_pods,
     log_request,
     own_workload_name,
     owned_by_jobset,
+    owner_references,
     the_job_objects,
     watched_resources,
 )
-from airflow_provider_pathways.gke.resources import (
-    JOBSET,
-    KUEUE_WORKLOAD,
-    CustomResource,
-    JobKind,
+from airflow_provider_pathways.gke.status import (
+    FAILURE_LOG_LINES,
+    PathwaysJobStatus,
+    details_needed,
+    summarize,
 )
-from airflow_provider_pathways.gke.status import PathwaysJobStatus
-from airflow_provider_pathways.gke.summary import summarize
-from airflow_provider_pathways.hooks.kubernetes_clients import (
+from airflow_provider_pathways.gke.task_job import (
+    RELEASE_ATTEMPTS,
+    JobRef,
+    Release,
+    delete_preconditions,
+    follow_mark,
+    owner_selector,
+    release_verdict,
+)
+from airflow_provider_pathways.hooks.kubernetes_google import (
     SHARED_CLIENTS,
     ClientPool,
+    GkeTarget,
     PathwaysAsyncKubernetesHook,
+    sync_api_client,
 )
-from airflow_provider_pathways.hooks.kubernetes_errors import credentials_refused, is_transient, retry_after
-from airflow_provider_pathways.hooks.kubernetes_google import GkeTarget, sync_api_client
-from airflow_provider_pathways.hooks.kubernetes_watch import JobWatch, Observed
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
+    TRANSIENT_HTTP_STATUSES,
     CallRetry,
     OutageWindow,
     describe_error,
+    parse_retry_after,
 )
+
+
+class CredentialsRefused(RuntimeError):
+    """The API server answered 401 Unauthorized: the connection's credentials are expired or revoked."""
+
+
+def credentials_refused(conn_id: str | None, gcp_conn_id: str | None) -> CredentialsRefused:
+    """The error for a 401 answer, naming the connection (and never the credentials)."""
+    what = (
+        f"the access token of Google connection {gcp_conn_id!r} was refused (expired or revoked; "
+        "check that the Google account is enabled and may use the cluster)"
+        if gcp_conn_id
+        else "its token or client certificate is expired or revoked (renew the kubeconfig or token)"
+    )
+    return CredentialsRefused(f"Kubernetes connection {conn_id!r}: 401 Unauthorized: {what}")
+
+
+def is_transient(err: BaseException) -> bool:
+    """A Kubernetes API error worth retrying: a status of ``TRANSIENT_HTTP_STATUSES`` (429, 5xx,
+    408), or no answer at all; never another 4xx."""
+    if isinstance(err, (ApiException, AsyncApiException)):
+        return err.status in TRANSIENT_HTTP_STATUSES or not err.status
+    return isinstance(
+        err, (urllib3.exceptions.HTTPError, aiohttp.ClientError, ConnectionError, TimeoutError, OSError)
+    )
+
+
+def retry_after(err: BaseException) -> float | None:
+    """The ``Retry-After`` an API server sent with a 429 or 503, in seconds."""
+    headers = getattr(err, "headers", None)
+    return parse_retry_after(headers.get("Retry-After")) if headers else None
+
+
+if TYPE_CHECKING:
+    from aiohttp import ClientResponse
+
+
+@dataclass
+class Observed:
+    """Objects last seen for one job, and the resourceVersion to watch from."""
+
+    objects: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+#: How long after the server's own end of a watch (``timeoutSeconds``) the client gives up on it. The
+#: client's default request timeout (cncf-kubernetes' ``API_TIMEOUT``, 60 s) would otherwise cut every
+#: longer watch client-side: kubernetes_asyncio sends ``timeout_seconds`` as a query parameter, so
+#: cncf-kubernetes' client never sees it to lengthen its own timeout.
+WATCH_CLIENT_MARGIN_SECONDS = 30
+
+
+class WatchExpired(Exception):
+    """The server no longer has the requested resourceVersion (410 Gone)."""
+
+
+class WatchStream:
+    """One open watch request on one custom resource, filtered to one object name."""
+
+    def __init__(self, response: ClientResponse) -> None:
+        self.response = response
+
+    async def next_event(self) -> dict[str, Any] | None:
+        """The next event, or None when the server closed the stream."""
+        while True:
+            line = await self.response.content.readline()
+            if not line:
+                return None
+            if line.strip():
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    code = (event.get("object") or {}).get("code")
+                    if code == 410:
+                        raise WatchExpired
+                    raise AsyncApiException(
+                        status=code or 500, reason=str((event.get("object") or {}).get("message"))
+                    )
+                return event
+
+    def close(self) -> None:
+        self.response.close()
+
+
+class JobWatch:
+    """The watch state of one job: last objects, resource versions, and open streams."""
+
+    def __init__(
+        self,
+        hook: PathwaysJobHook,
+        api_client: async_client.ApiClient,
+        name: str,
+        namespace: str,
+        options: StatusOptions,
+        timeout_seconds: int,
+    ) -> None:
+        self.hook = hook
+        self.api = async_client.CustomObjectsApi(api_client)
+        self.name = name
+        self.namespace = namespace
+        self.options = options
+        self.timeout_seconds = timeout_seconds
+        self.observed = Observed()
+        self.needs_list = True
+        self.streams: dict[str, WatchStream] = {}
+        # Set when a watch request was opened again; clears the error count of the caller.
+        self.reconnected = False
+        self.pending: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
+
+    def _resources(self) -> list[CustomResource]:
+        resources = watched_resources(self.options)
+        # Once the JobSet exists it carries every state change; the PathwaysJob matters only
+        # before that (a spec the controller rejects never gets a JobSet).
+        if len(resources) > 1 and self.observed.objects.get(JOBSET.plural) is not None:
+            return [JOBSET]
+        return resources
+
+    async def relist(self) -> None:
+        self.close_streams()
+        for resource in watched_resources(self.options):
+            listing = await self.api.list_namespaced_custom_object(
+                group=resource.group,
+                version=resource.version,
+                namespace=self.namespace,
+                plural=resource.plural,
+                field_selector=f"metadata.name={self.name}",
+            )
+            items = listing.get("items") or []
+            self.observed.objects[resource.plural] = items[0] if items else None
+            self.observed.versions[resource.plural] = (listing.get("metadata") or {}).get(
+                "resourceVersion", ""
+            )
+        self.needs_list = False
+
+    async def _open(self, resource: CustomResource) -> WatchStream:
+        options: dict[str, Any] = {
+            "group": resource.group,
+            "version": resource.version,
+            "namespace": self.namespace,
+            "plural": resource.plural,
+            "field_selector": f"metadata.name={self.name}",
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": self.timeout_seconds,
+            "_request_timeout": self.timeout_seconds + WATCH_CLIENT_MARGIN_SECONDS,
+            "watch": True,
+            "_preload_content": False,
+        }
+        if version := self.observed.versions.get(resource.plural):
+            options["resource_version"] = version
+        response = await self.api.list_namespaced_custom_object(**options)
+        if response.status != 200:  # the client checks the status only when it reads the body
+            body = await response.read()
+            response.close()
+            error = AsyncApiException(status=response.status, reason=response.reason)
+            error.headers, error.body = response.headers, body
+            raise error
+        return WatchStream(response)
+
+    async def next_change(self) -> None:
+        """Wait until an event changes what is observed (or the watch must be re-listed)."""
+        while True:
+            wanted = {r.plural: r for r in self._resources()}
+            for plural in list(self.streams):
+                if plural not in wanted:
+                    self._close(plural)
+            for plural, resource in wanted.items():
+                if plural not in self.streams:
+                    try:
+                        self.streams[plural] = await self._open(resource)
+                        self.reconnected = True
+                    except AsyncApiException as err:
+                        if err.status != 410:
+                            raise
+                        self.needs_list = True
+                        return
+                if plural not in self.pending:
+                    self.pending[plural] = asyncio.ensure_future(self.streams[plural].next_event())
+            done, _ = await asyncio.wait(self.pending.values(), return_when=asyncio.FIRST_COMPLETED)
+            changed = False
+            for plural in [p for p, task in self.pending.items() if task in done]:
+                task = self.pending.pop(plural)
+                try:
+                    event = task.result()
+                except WatchExpired:
+                    self.needs_list = True
+                    return
+                except Exception:
+                    self._close(plural)
+                    raise
+                if event is None:  # server timeout or dropped connection: resume from the last version
+                    self._close(plural)
+                    continue
+                obj = event.get("object") or {}
+                version = (obj.get("metadata") or {}).get("resourceVersion")
+                if version:
+                    self.observed.versions[plural] = version
+                if event.get("type") == "BOOKMARK":
+                    continue
+                self.observed.objects[plural] = None if event.get("type") == "DELETED" else obj
+                changed = True
+            if changed:
+                return
+
+    def _close(self, plural: str) -> None:
+        task = self.pending.pop(plural, None)
+        if task is not None and not task.done():
+            task.cancel()
+        stream = self.streams.pop(plural, None)
+        if stream is not None:
+            stream.close()
+
+    def close_streams(self) -> None:
+        for plural in list(set(self.streams) | set(self.pending)):
+            self._close(plural)
+
 
 # Server-side timeout of one watch request; a healthy wait costs one request per period.
 DEFAULT_WATCH_TIMEOUT_SECONDS = 900
@@ -552,3 +787,103 @@ class PathwaysJobHook(KubernetesHook):
                         self.log.info("The Kubernetes API server answers again after %.0fs", lasted)
             finally:
                 watch.close_streams()
+
+
+MERGE_PATCH = "application/merge-patch+json"
+_CONFLICT = 409
+
+
+def mark_followed(hook: PathwaysJobHook, ref: JobRef, try_number: int) -> None:
+    """Write ``try_number`` into the job's follower annotation; an older try then leaves it alone."""
+    kind = JobKind(ref.kind)
+    hook._call(
+        lambda: hook.custom_object_client.patch_namespaced_custom_object(
+            **kind.resource.object_coordinates(ref.namespace, ref.name),
+            body=follow_mark(try_number),
+            _content_type=MERGE_PATCH,
+        ),
+        gone=None,
+    )
+
+
+def _owned_by_pathways_job(obj: Mapping[str, Any]) -> bool:
+    return any(ref.get("kind") == PATHWAYS_JOB.kind for ref in owner_references(obj))
+
+
+def owned_jobs(hook: PathwaysJobHook, namespace: str, owner: Mapping[str, str]) -> list[JobRef]:
+    """The task instance's jobs in ``namespace``, of either kind, whatever their names (a
+    PathwaysJob's JobSet carries its labels too, and is not a job of its own)."""
+    found = []
+    for kind in JobKind:
+        coordinates = kind.resource.coordinates(namespace)
+        listing: dict[str, Any] = hook._call(
+            lambda: hook.custom_object_client.list_namespaced_custom_object(
+                **coordinates,  # noqa: B023  (called at once)
+                label_selector=owner_selector(owner),
+            ),
+            gone={},
+        )
+        for obj in listing.get("items") or []:
+            if kind is JobKind.JOBSET and _owned_by_pathways_job(obj):
+                continue
+            found.append(JobRef.of(obj, kind.value))
+    return found
+
+
+def release_job(
+    hook: PathwaysJobHook, ref: JobRef, owner: Mapping[str, str], try_number: int | None
+) -> Release:
+    """Delete the job if it is still this task instance's and no newer try follows it; the delete
+    names the UID and resourceVersion the decision was taken on, and is decided again when the
+    object changed meanwhile."""
+    kind = JobKind(ref.kind)
+    verdict = Release.GONE
+    for _ in range(RELEASE_ATTEMPTS):
+        obj = hook.get_object(kind.resource, ref.name, ref.namespace)
+        verdict = release_verdict(obj, ref, owner, try_number)
+        if verdict is not Release.DELETE:
+            return verdict
+        assert obj is not None
+        try:
+            deleted = hook.delete_job(ref.name, ref.namespace, kind, preconditions=delete_preconditions(obj))
+        except ApiException as err:
+            if err.status != _CONFLICT:
+                raise
+            continue
+        return Release.DELETE if deleted else Release.GONE
+    raise _changed_on_every_delete(ref, verdict)
+
+
+def _changed_on_every_delete(ref: JobRef, verdict: Release) -> RuntimeError:
+    """A job that changed before each delete could run (409 on its preconditions) was not deleted:
+    the caller must not forget it. (``verdict`` is the last decision: only a delete loops.)"""
+    assert verdict is Release.DELETE
+    return RuntimeError(
+        f"{ref} changed before each of {RELEASE_ATTEMPTS} deletes (409 Conflict on the UID and "
+        "resourceVersion preconditions); it was not deleted"
+    )
+
+
+async def a_release_job(
+    hook: PathwaysJobHook, ref: JobRef, owner: Mapping[str, str], try_number: int | None
+) -> Release:
+    """Async twin of :func:`release_job`."""
+    kind = JobKind(ref.kind)
+    verdict = Release.GONE
+    for _ in range(RELEASE_ATTEMPTS):
+        async with hook.a_client() as api_client:
+            obj = await hook.a_get_object(kind.resource, ref.name, ref.namespace, api_client)
+        verdict = release_verdict(obj, ref, owner, try_number)
+        if verdict is not Release.DELETE:
+            return verdict
+        assert obj is not None
+        try:
+            deleted = await hook.a_delete_job(
+                ref.name, ref.namespace, kind, preconditions=delete_preconditions(obj)
+            )
+        except AsyncApiException as err:
+            if err.status != _CONFLICT:
+                raise
+            continue
+        return Release.DELETE if deleted else Release.GONE
+    raise _changed_on_every_delete(ref, verdict)

@@ -4,8 +4,9 @@ The connection's ``transport`` extra picks the transport; both sit behind one as
 (:class:`SlurmTransport`) and all parsing and state mapping lives in
 :mod:`airflow_provider_pathways.slurm`. The async implementation is the only one: sync methods
 run it on a private event loop thread owned by the hook (so they also work when the calling thread
-already runs an event loop, and they reuse one HTTP session / SSH connection across calls). Call
-:meth:`SlurmHook.close` (sync) or :meth:`SlurmHook.a_close` (async) when done.
+already runs an event loop, and they reuse one HTTP session / SSH connection across calls); REST
+transports are shared per event loop and connection id. Call :meth:`SlurmHook.close` (sync) or
+:meth:`SlurmHook.a_close` (async) when done.
 """
 
 from __future__ import annotations
@@ -13,32 +14,98 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from airflow.providers.common.compat.sdk import BaseHook
 
-from airflow_provider_pathways.hooks.slurm_loop import (
-    REST_TRANSPORTS,
-    LoopThread,
-    TransportPool,
-    shutdown_loop,
-)
 from airflow_provider_pathways.slurm.accounting import latest_attempts
-from airflow_provider_pathways.slurm.errors import (
-    SlurmAuthError,
-    SlurmError,
-    SlurmJobLost,
-)
+from airflow_provider_pathways.slurm.errors import SlurmAuthError, SlurmError, SlurmJobLost, is_transient
 from airflow_provider_pathways.slurm.job import SlurmJob, expand_task_ids
 from airflow_provider_pathways.slurm.settings import SlurmSettings
 from airflow_provider_pathways.slurm.submit import SubmitRequest
-from airflow_provider_pathways.slurm.transient import is_transient
 from airflow_provider_pathways.slurm.transport import FileAccess, SlurmTransport, expand_user
 from airflow_provider_pathways.transient import CallRetry
 
 T = TypeVar("T")
+
+
+class LoopThread:
+    """An event loop on a daemon thread; sync callers submit coroutines to it and wait."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        with self._lock:
+            if self._loop is None or self._thread is None or not self._thread.is_alive():
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(
+                    target=self._loop.run_forever, name="slurm-hook-loop", daemon=True
+                )
+                self._thread.start()
+            loop = self._loop
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("SlurmHook sync method called from its own event loop thread")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def owns(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """True if ``loop`` is this runner's (running) loop."""
+        return loop is self._loop and self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and thread is not None and thread.is_alive():
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+            if not thread.is_alive():
+                loop.close()
+
+
+def shutdown_loop(runner: LoopThread, holder: dict[str, Any]) -> None:
+    transport = holder.pop("transport", None)
+    if transport is not None:
+        with contextlib.suppress(Exception):  # best effort at garbage collection / exit
+            runner.run(transport.close())
+    runner.stop()
+
+
+class TransportPool:
+    """The REST transports of one event loop, one per connection id, counted by the hooks using
+    them (a triggerer runs hundreds of Slurm triggers on one connection)."""
+
+    def __init__(self) -> None:
+        self.transports: dict[str, list[Any]] = {}
+
+    def acquire(self, conn_id: str, make: Callable[[], SlurmTransport]) -> SlurmTransport:
+        entry = self.transports.get(conn_id)
+        if entry is None:
+            entry = self.transports[conn_id] = [make(), 0]
+        entry[1] += 1
+        return entry[0]
+
+    def release(self, conn_id: str, transport: SlurmTransport) -> bool:
+        """Give a shared transport back; True if it was shared and others still use it."""
+        entry = self.transports.get(conn_id)
+        if entry is None or entry[0] is not transport:
+            return False
+        entry[1] -= 1
+        if entry[1] > 0:
+            return True
+        del self.transports[conn_id]
+        return False
+
+
+REST_TRANSPORTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TransportPool] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class SlurmHook(BaseHook):

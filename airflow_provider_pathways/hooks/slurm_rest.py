@@ -1,10 +1,14 @@
-"""slurmrestd transport (aiohttp)."""
+"""slurmrestd transport (aiohttp), and reading the cluster's files from this machine's filesystem
+when it shares the cluster's paths (``shared_fs``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import os
+import pwd
 import re
 import time
 from collections.abc import Mapping
@@ -13,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from airflow_provider_pathways.slurm.accounting import jobs_from_slurmdb
-from airflow_provider_pathways.slurm.directives import parse_sbatch_directives
 from airflow_provider_pathways.slurm.errors import (
     SlurmApiError,
     SlurmAuthError,
@@ -21,22 +24,22 @@ from airflow_provider_pathways.slurm.errors import (
     SlurmError,
 )
 from airflow_provider_pathways.slurm.job import SlurmJob
-from airflow_provider_pathways.slurm.rest_codec import (
+from airflow_provider_pathways.slurm.rest import (
     ESLURM_ALREADY_DONE,
     ESLURM_INVALID_JOB_ID,
     jobs_from_rest,
+    jwt_problem,
+    ping_answered,
     rest_error_numbers,
     rest_errors_text,
+    rest_submit_body,
 )
-from airflow_provider_pathways.slurm.rest_submit import rest_submit_body
 from airflow_provider_pathways.slurm.settings import SUPPORTED_API_RANGE, SUPPORTED_API_VERSIONS
-from airflow_provider_pathways.slurm.submit import SubmitRequest, path_wrapper_script
+from airflow_provider_pathways.slurm.submit import SubmitRequest, parse_sbatch_directives, path_wrapper_script
 
 if TYPE_CHECKING:
     from airflow_provider_pathways.slurm.settings import SlurmSettings
     from airflow_provider_pathways.slurm.transport import FileAccess
-from airflow_provider_pathways.hooks.slurm_local_files import LocalFiles, read_local
-from airflow_provider_pathways.slurm.rest_answers import jwt_problem, ping_answered
 
 log = logging.getLogger(__name__)
 
@@ -504,3 +507,48 @@ class RestTransport:
             self._session = None
         if self.files is not None:
             await self.files.close()
+
+
+class LocalFiles:
+    """Files on this machine, which shares the cluster's paths (REST with ``shared_fs``).
+
+    Reads run in a worker thread so the event loop never blocks.
+    """
+
+    description = "this machine's filesystem (shared_fs)"
+
+    def __init__(self, login: str) -> None:
+        self._login = login
+        self._home: str | None = None
+
+    async def home(self) -> str | None:
+        if self._home is None:
+            try:
+                self._home = (await asyncio.to_thread(pwd.getpwnam, self._login)).pw_dir
+            except KeyError:
+                return None
+        return self._home
+
+    async def read(self, path: str, tail_bytes: int | None) -> bytes | None:
+        return await asyncio.to_thread(read_local, path, tail_bytes)
+
+    async def stat(self, path: str) -> tuple[float, int] | None:
+        try:
+            st = await asyncio.to_thread(os.stat, path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return st.st_mtime, st.st_size
+
+    async def close(self) -> None:
+        return None
+
+
+def read_local(path: str, tail_bytes: int | None) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            if tail_bytes is not None:
+                size = os.fstat(handle.fileno()).st_size
+                handle.seek(max(0, size - tail_bytes))
+            return handle.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import asyncssh
 
 from airflow_provider_pathways.slurm.accounting import SACCT_DELIMITER, SACCT_FIELDS, jobs_from_sacct
-from airflow_provider_pathways.slurm.directives import parse_sbatch_directives
 from airflow_provider_pathways.slurm.errors import (
     SlurmAuthError,
     SlurmCommandError,
@@ -22,9 +21,8 @@ from airflow_provider_pathways.slurm.errors import (
     SlurmError,
     SlurmHostKeyError,
 )
-from airflow_provider_pathways.slurm.job import SlurmJob
-from airflow_provider_pathways.slurm.scontrol import jobs_from_scontrol
-from airflow_provider_pathways.slurm.submit import SubmitRequest
+from airflow_provider_pathways.slurm.job import SlurmJob, jobs_from_scontrol
+from airflow_provider_pathways.slurm.submit import SubmitRequest, parse_sbatch_directives
 
 if TYPE_CHECKING:
     from airflow_provider_pathways.slurm.settings import SlurmSettings

@@ -1,7 +1,11 @@
-"""Operators that run and delete Pathways jobs (PathwaysJob or plain JobSet) on GKE."""
+"""Operators that run and delete Pathways jobs (PathwaysJob or plain JobSet) on GKE, and the job one
+try of a ``PathwaysJobOperator`` follows: found, adopted, judged, marked and deleted only as its task
+instance's owner (:mod:`airflow_provider_pathways.gke.task_job`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
@@ -11,6 +15,7 @@ from airflow.providers.common.compat.sdk import (
     AirflowException,
     AirflowFailException,
     AirflowTaskTimeout,
+    BaseOperator,
     conf,
 )
 
@@ -22,50 +27,309 @@ from airflow_provider_pathways.failures import (
     PathwaysSpecRejected,
     apply_preemption_budget,
 )
-from airflow_provider_pathways.gke.job_objects import StatusOptions
-from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
-from airflow_provider_pathways.gke.ownership import JobRef, Release
-from airflow_provider_pathways.gke.queueing import queue_time_left
-from airflow_provider_pathways.gke.resources import JobKind, proxy_address
+from airflow_provider_pathways.gke.objects import (
+    HEAD_REPLICATED_JOB,
+    MAIN_CONTAINER,
+    WORKER_REPLICATED_JOB,
+    JobKind,
+    StatusOptions,
+    check_kind,
+    proxy_address,
+)
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec, PathwaysSpecError
 from airflow_provider_pathways.gke.status import (
     PathwaysJobStatus,
     Phase,
-    format_duration,
-)
-from airflow_provider_pathways.gke.task_spec import (
-    TaskIdentity,
-    load_spec,
-    min_slices_problem,
-    place_spec,
-    required_slices,
-)
-from airflow_provider_pathways.gke.wait import (
     WaitUntil,
     ended_before_ready,
+    format_duration,
+    judge_status,
+    queue_time_left,
     validate_wait_arguments,
     wait_is_over,
     wait_succeeded,
 )
+from airflow_provider_pathways.gke.task_job import (
+    JobRef,
+    Release,
+    TaskIdentity,
+    describe_release,
+    fresh_job_name,
+    is_this_job,
+    load_spec,
+    manifest_for,
+    min_slices_problem,
+    owner_labels,
+    place_spec,
+    required_slices,
+)
 from airflow_provider_pathways.links import CloudLoggingLink, GKEWorkloadLink, push_console_links
-from airflow_provider_pathways.operators.delete_pathways_job import DeletePathwaysJobOperator
-from airflow_provider_pathways.operators.pathways_job_ownership import FollowedJob
 from airflow_provider_pathways.operators.reattaching import Deadline, ReattachingJobOperator, task_deadline
 from airflow_provider_pathways.operators.template_values import rendered_mapping
-from airflow_provider_pathways.outcomes import Verdict
+from airflow_provider_pathways.outcomes import JobJudgement, KeptJob, Verdict
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
+    describe_error,
     validate_outage_tolerance,
 )
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
+    from airflow.sdk.types import Logger
     from pydantic import JsonValue
 
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
-
 __all__ = ["DeletePathwaysJobOperator", "PathwaysJobOperator"]
+
+
+class FollowedJob:
+    """Which job this try follows (``_job``) and what it may do with it: adopt a job of its task
+    instance found by owner labels, judge a kept one only while it is still the task instance's,
+    mark it as followed by this try, and delete it only while no newer try follows it."""
+
+    if TYPE_CHECKING:
+        kind: str
+
+        def forget_job(self, context: Context | None) -> None: ...
+
+        def discards_failed_jobs(self) -> bool: ...
+
+        @property
+        def hook(self) -> PathwaysJobHook: ...
+
+        @property
+        def log(self) -> Logger: ...
+
+        deletion_timeout: float
+        external_id_key: str
+        _spec: PathwaysJobSpec | None
+        _status: PathwaysJobStatus | None
+
+        @property
+        def spec(self) -> PathwaysJobSpec: ...
+        @property
+        def status_options(self) -> StatusOptions: ...
+
+    _job: JobRef | None = None
+    _try_number: int | None = None
+
+    @property
+    def followed(self) -> JobRef:
+        if self._job is None:
+            raise AirflowException("no job is followed yet")
+        return self._job
+
+    def _owner(self) -> dict[str, str]:
+        return owner_labels(self.spec.labels)
+
+    def options_for(self, ref: JobRef) -> StatusOptions:
+        """How to read ``ref``'s status (its kind may differ from the operator's: an upgraded DAG)."""
+        return dataclasses.replace(self.status_options, kind=JobKind(ref.kind), uid=ref.uid)
+
+    def job_status(self) -> PathwaysJobStatus:
+        ref = self.followed
+        return self.hook.get_status(ref.name, ref.namespace, self.options_for(ref))
+
+    def start_try(self, context: Context, *, resumed: bool = False) -> None:
+        """Remember this try's number; ``resumed`` after a deferral, also the job it follows (kept
+        in ``task_state_store`` before it deferred)."""
+        self._try_number = getattr(context.get("ti"), "try_number", None)
+        store = context.get("task_state_store") if resumed else None
+        stored = store.get(self.external_id_key) if store is not None else None
+        if stored is not None:
+            self._job = JobRef.from_id(KeptJob.from_stored(stored).job, self.kind)
+
+    def describe_job(self, external_id: JsonValue) -> str:
+        ref = JobRef.from_id(external_id, self.kind)
+        return str(ref) if ref else f"{self.kind} {self.spec.namespace}/{self.spec.name}"
+
+    def judge_job(self, external_id: JsonValue, context: Context) -> JobJudgement | None:
+        """The kept job's judgement where it was made (its name, namespace and kind may have changed
+        in the DAG since); None when another object took its name."""
+        ref = JobRef.from_id(external_id, self.kind)
+        if ref is None:
+            return None
+        obj = self.hook.get_object(JobKind(ref.kind).resource, ref.name, ref.namespace)
+        if obj is not None and not is_this_job(obj, ref, self._owner()):
+            self.log.warning("%s is no longer the job this task instance submitted; not following it", ref)
+            return None
+        self._job = JobRef.of(obj, ref.kind) if obj is not None else ref
+        status = self.job_status()
+        self._status = status
+        return judge_status(status)
+
+    def follow_mark(self) -> None:
+        """Mark the job as followed by this try: an older try's kill or timeout leaves it alone."""
+        from airflow_provider_pathways.hooks.kubernetes import mark_followed
+
+        if self._try_number is not None:
+            mark_followed(self.hook, self.followed, self._try_number)
+
+    def submit_job(self, context: Context) -> JsonValue:
+        """Adopt a job of this task instance that has not ended (found by its owner labels, whatever
+        its name and kind; judged as a kept job is, so a suspended one is followed, not run twice),
+        or create one; an ended job of the task instance keeps its name, and the new one is named
+        for this try."""
+        from kubernetes.client import ApiException
+
+        from airflow_provider_pathways.hooks.kubernetes import owned_jobs
+
+        namespace, owner = self.spec.namespace or "", self._owner()
+        ended: set[str] = set()
+        for ref in owned_jobs(self.hook, namespace, owner):
+            status = self.hook.get_status(ref.name, ref.namespace, self.options_for(ref))
+            if judge_status(status).verdict is Verdict.ACTIVE:
+                self.log.info("Reattaching to %s, created by an earlier try of this task instance", ref)
+                self._job = ref
+                return ref.to_id()
+            if status.phase is not Phase.SUCCEEDED and self._remove_unkept(ref, status):
+                continue
+            ended.add(ref.name)
+        name = self.spec.name or ""
+        if name in ended and self._try_number is not None:
+            fresh = fresh_job_name(name, self._try_number)
+            self.log.info("%s %s/%s of an earlier try is kept; naming this try's job %s", self.kind,
+                          namespace, name, fresh)  # fmt: skip
+            self._spec = dataclasses.replace(self.spec, name=fresh)
+            name = fresh
+        try:
+            created = self.hook.create_job(manifest_for(self.spec, self.kind), namespace)
+        except ApiException as err:
+            if err.status == 422:
+                raise PathwaysSpecRejected(f"the API server rejected {namespace}/{name}: {err.body}") from err
+            if err.status != 409:
+                raise
+            existing = self.hook.get_object(JobKind(self.kind).resource, name, namespace)
+            if existing is None or not is_this_job(existing, JobRef(name, namespace, self.kind), owner):
+                raise AirflowFailException(
+                    f"name: a {self.kind} named {namespace}/{name} already exists and was not created by "
+                    "this task instance; pass another name or delete it"
+                ) from err
+            created = existing  # this try's create answered late (a retried request)
+        self._job = JobRef.of(created, self.kind)
+        self.log.info("Created %s (uid %s)", self._job, self._job.uid)
+        return self._job.to_id()
+
+    def _remove_unkept(self, ref: JobRef, status: PathwaysJobStatus) -> bool:
+        """An ended, unsuccessful job of the task instance that ``delete_on`` would have deleted but
+        nobody did (no try saw its end, e.g. after ``wait_until="created"``, or its delete failed):
+        delete it, so that the fresh job takes its name. False when it stays (kept by ``delete_on``,
+        followed by a newer try, or its delete failed: the fresh job is then named for the try)."""
+        from airflow_provider_pathways.hooks.kubernetes import release_job
+
+        if not self.discards_failed_jobs():
+            return False
+        reason = f"ended ({status.phase.value}); replaced by this try's job"
+        try:
+            released = release_job(self.hook, ref, self._owner(), self._try_number)
+            self.log.info("%s", describe_release(released, ref, reason))
+            if released is Release.DELETE:
+                self.hook.wait_until_deleted(
+                    ref.name, ref.namespace, JobKind(ref.kind), self.deletion_timeout
+                )
+        except Exception as err:
+            self.log.warning("Could not delete %s (%s): %s", ref, reason, describe_error(err))
+            return False
+        return released in (Release.DELETE, Release.GONE)
+
+    def release(self, reason: str, *, forget: Context | None = None) -> Release | None:
+        """Delete the followed job unless it is not this task instance's or a newer try follows it;
+        with ``forget`` (the try's context), also drop the kept job, unless a newer try follows it
+        (its retry reattaches through the kept job)."""
+        from airflow_provider_pathways.hooks.kubernetes import release_job
+
+        if self._job is None:
+            return None
+        released = release_job(self.hook, self._job, self._owner(), self._try_number)
+        self.log.info("%s", describe_release(released, self._job, reason))
+        if forget is not None and released is not Release.SUPERSEDED:
+            self.forget_job(forget)
+        return released
+
+    def discard_job(self, external_id: JsonValue, reason: str, *, wait: bool = False) -> None:
+        if self.release(reason) is Release.DELETE and wait:
+            ref = self.followed
+            self.hook.wait_until_deleted(ref.name, ref.namespace, JobKind(ref.kind), self.deletion_timeout)
+
+    def discard_given_up(self, external_id: JsonValue, context: Context) -> bool:
+        """The last try gave up on its job: delete it unless a newer try follows it (then the kept
+        job stays, for that try's retry to reattach through)."""
+        if self._job is None:
+            self._job = JobRef.from_id(external_id, self.kind)
+        released = self.release("the task gave up on it", forget=context)
+        if released is None:  # not a job id this version reads: nothing to delete
+            self.forget_job(context)
+        return released is not Release.SUPERSEDED
+
+    def trigger_ownership(self) -> Mapping[str, Any]:
+        """What the trigger needs to delete the job on kill under the same rules."""
+        return {"uid": self.followed.uid, "owner_labels": self._owner(), "try_number": self._try_number}
+
+
+class DeletePathwaysJobOperator(BaseOperator):
+    """
+    Delete a PathwaysJob or JobSet and what it owns; succeeds when it is already gone.
+
+    Meant as a teardown task (``.as_teardown()``).
+
+    :param job_name: the job's name (templated, e.g. from the creating task's XCom).
+    :param namespace: its namespace; default: the connection's, then ``default``.
+    :param kind: ``PathwaysJob`` or ``JobSet``.
+    :param wait_for_deletion: wait until the object is gone.
+    :param deletion_timeout: seconds to wait.
+    """
+
+    template_fields: Sequence[str] = ("job_name", "namespace", "kubernetes_conn_id")
+    ui_color = "#fce8e6"
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        namespace: str | None = None,
+        kind: str = JobKind.PATHWAYS_JOB.value,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+        wait_for_deletion: bool = True,
+        deletion_timeout: float = 300.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        check_kind(kind)
+        self.job_name = job_name
+        self.namespace = namespace
+        self.kind = kind
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
+        self.wait_for_deletion = wait_for_deletion
+        self.deletion_timeout = deletion_timeout
+
+    @cached_property
+    def hook(self) -> PathwaysJobHook:
+        from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+
+        return PathwaysJobHook.for_task(self)
+
+    def execute(self, context: Context) -> bool:
+        if not self.job_name:
+            raise AirflowFailException("job_name: empty; pass the name of the job to delete")
+        namespace = self.hook.resolve_namespace(self.namespace)
+        kind = JobKind(self.kind)
+        deleted = self.hook.delete_job(self.job_name, namespace, kind)
+        if not deleted:
+            self.log.info("%s %s/%s is already gone", self.kind, namespace, self.job_name)
+            return False
+        self.log.info("Deleting %s %s/%s", self.kind, namespace, self.job_name)
+        if self.wait_for_deletion:
+            self.hook.wait_until_deleted(self.job_name, namespace, kind, self.deletion_timeout)
+            self.log.info("%s %s/%s is gone", self.kind, namespace, self.job_name)
+        return True
+
 
 DELETE_EVENTS = frozenset({"success", "failure", "kill"})
 
@@ -227,7 +491,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
     @property
     def status_options(self) -> StatusOptions:
         return StatusOptions.for_task(
-            self, main_container=self.spec.controller.main_container_name if self._spec else "main"
+            self, main_container=self.spec.controller.main_container_name if self._spec else MAIN_CONTAINER
         )
 
     @property
@@ -346,7 +610,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
         )
 
     def _poll(self, context: Context, deadline: Deadline) -> PathwaysJobStatus:
-        from airflow_provider_pathways.hooks.kubernetes_errors import is_transient
+        from airflow_provider_pathways.hooks.kubernetes import is_transient
 
         need = self.required_slices(self.spec) if self.wait_until == WaitUntil.READY.value else None
         last: list[PathwaysJobStatus | None] = [None]

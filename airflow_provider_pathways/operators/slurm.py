@@ -14,29 +14,31 @@ from airflow_provider_pathways.airflow_features import resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
 from airflow_provider_pathways.operators.reattaching import Deadline
 from airflow_provider_pathways.outcomes import JobJudgement, Verdict
-from airflow_provider_pathways.slurm.cluster_env import (
+from airflow_provider_pathways.slurm.job import SlurmJob
+from airflow_provider_pathways.slurm.outcome import (
+    DEFAULT_HOLD_TIMEOUT,
+    DEFAULT_MAX_REQUEUES,
+    StuckJobWatch,
+    slice_lost_during,
+)
+from airflow_provider_pathways.slurm.service import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
     DEFAULT_WORKER_JOB_NAME,
     Readiness,
+    ServiceCheck,
+    ServiceProbe,
+    check_pathways_service,
     per_run_cluster_env_path,
+    service_worker_arrays,
 )
-from airflow_provider_pathways.slurm.job import SlurmJob
-from airflow_provider_pathways.slurm.job_inputs import (
+from airflow_provider_pathways.slurm.submit import (
     array_size_problem,
     service_environment,
     service_problems,
 )
-from airflow_provider_pathways.slurm.service import (
-    ServiceCheck,
-    ServiceProbe,
-    check_pathways_service,
-    service_worker_arrays,
-)
-from airflow_provider_pathways.slurm.slice_loss import slice_lost_during
-from airflow_provider_pathways.slurm.stuck import DEFAULT_HOLD_TIMEOUT, DEFAULT_MAX_REQUEUES, StuckJobWatch
 from airflow_provider_pathways.transient import describe_error
 
 if TYPE_CHECKING:
@@ -343,7 +345,7 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         (its slices; templated, e.g. the service task's XCom ``worker_array_job_id``). A failure of
         the workload while one of its slices was lost (a worker array task preempted, failed with
         its node or requeued while the workload ran) is then a preemption, retried, as on GKE
-        (:func:`~airflow_provider_pathways.slurm.slice_loss.slice_lost_during`).
+        (:func:`~airflow_provider_pathways.slurm.outcome.slice_lost_during`).
     :param hold_timeout: seconds a job may stay held (``JobHeldUser``, ``JobHeldAdmin``,
         ``scontrol requeuehold``) before the wait ends (default one hour; ``None``: no bound). A job
         Slurm requeued held after its launch failed again and again (``launch_failed_requeued_held``)

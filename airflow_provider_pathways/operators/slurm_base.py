@@ -19,21 +19,20 @@ from airflow_provider_pathways.failures import (
 from airflow_provider_pathways.operators.reattaching import Deadline, ReattachingJobOperator, task_deadline
 from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.outcomes import JobJudgement, Verdict
-from airflow_provider_pathways.slurm.errors import SlurmJobLost
+from airflow_provider_pathways.slurm.errors import SlurmJobLost, is_transient
 from airflow_provider_pathways.slurm.job import (
     followed_by_try,
     following_comment,
     is_marked,
     task_instance_marker,
 )
-from airflow_provider_pathways.slurm.job_inputs import (
+from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
+from airflow_provider_pathways.slurm.submit import (
+    SubmitRequest,
     environment_problems,
     environment_text,
     script_problems,
 )
-from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
-from airflow_provider_pathways.slurm.submit import SubmitRequest
-from airflow_provider_pathways.slurm.transient import is_transient
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     describe_error,

@@ -19,15 +19,20 @@ from airflow.providers.common.compat.sdk import (
 
 from airflow_provider_pathways.airflow_features import deferred_by, resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, apply_retry_policy
-from airflow_provider_pathways.gke.job_objects import StatusOptions
-from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
-from airflow_provider_pathways.gke.resources import JobKind, proxy_address
+from airflow_provider_pathways.gke.objects import (
+    HEAD_REPLICATED_JOB,
+    WORKER_REPLICATED_JOB,
+    JobKind,
+    StatusOptions,
+    proxy_address,
+)
 from airflow_provider_pathways.gke.status import (
     PathwaysJobStatus,
     Phase,
+    WaitUntil,
     judge_status,
+    validate_wait_arguments,
 )
-from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context

@@ -19,16 +19,17 @@ from airflow.providers.common.compat.sdk import (
 
 from airflow_provider_pathways.airflow_features import deferred_by, resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, apply_retry_policy
-from airflow_provider_pathways.slurm.cluster_env import (
+from airflow_provider_pathways.slurm.job import SlurmJob
+from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
+from airflow_provider_pathways.slurm.service import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
     DEFAULT_WORKER_JOB_NAME,
+    ServiceProbe,
+    check_pathways_service,
 )
-from airflow_provider_pathways.slurm.job import SlurmJob
-from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
-from airflow_provider_pathways.slurm.service import ServiceProbe, check_pathways_service
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context

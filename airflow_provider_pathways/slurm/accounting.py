@@ -8,18 +8,20 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airflow_provider_pathways.slurm.directives import expand_output_pattern
-from airflow_provider_pathways.slurm.fields import (
+from airflow_provider_pathways.slurm.job import (
+    SlurmJob,
     build_job,
+    expand_task_ids,
     field_exit,
     field_mapping,
     field_number,
     field_text,
     field_time,
     first_node,
+    scontrol_exit,
+    scontrol_time,
 )
-from airflow_provider_pathways.slurm.job import SlurmJob, expand_task_ids
-from airflow_provider_pathways.slurm.scontrol import scontrol_exit, scontrol_time
+from airflow_provider_pathways.slurm.submit import expand_output_pattern
 
 #: ``sacct`` fields the SSH transport asks for, in this order (``--format``); JobName, Comment and
 #: the paths may contain anything but the field separator below.

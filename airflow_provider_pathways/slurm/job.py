@@ -1,15 +1,106 @@
-"""One Slurm job (or array task) as the cluster reports it."""
+"""One Slurm job (or array task) as the cluster reports it.
+
+Its states (which are ends, which are active, one reading of a reported state), the field values
+every record format shares (numbers, times, exit codes), the one builder of a job record, the
+marker of the task instance that submitted it, and job records from ``scontrol -o show job`` text.
+"""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from airflow_provider_pathways.outcomes import known_fields
-from airflow_provider_pathways.slurm.states import REQUEUE_FLAGS, TERMINAL_STATES
+
+#: Base states after which a job never runs again.
+TERMINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+        "SPECIAL_EXIT",
+        "REVOKED",
+    }
+)
+#: States of a job that is queued or running (phases such as COMPLETING included).
+ACTIVE_STATES = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "SUSPENDED",
+        "CONFIGURING",
+        "COMPLETING",
+        "RESIZING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "STOPPED",
+        "RESV_DEL_HOLD",
+        "POWER_UP_NODE",
+        "UPDATE_DB",
+    }
+)
+#: Flags that mean "the job was put back into the queue".
+REQUEUE_FLAGS = frozenset({"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+# Flags Slurm's own state string shows instead of the base state (job_state_string order).
+_PHASE_FLAGS = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING")
+# Names a 22.05 state string may carry that are really flags on top of a base state.
+_FLAG_STATE_BASES = {
+    "REQUEUED": "PENDING",
+    "REQUEUE_HOLD": "PENDING",
+    "REQUEUE_FED": "PENDING",
+}
+_BASE_STATES = TERMINAL_STATES | {"PENDING", "RUNNING", "SUSPENDED"}
+
+
+def normalize_state(raw: str | Sequence[str] | None, *, restarts: int = 0) -> tuple[str, frozenset[str]]:
+    """Base state and flags from a 22.05 state string or a v0.0.40+ ``job_state`` list.
+
+    Phase flags (``COMPLETING``, ``CONFIGURING`` ...) become the state, as ``scontrol`` shows them;
+    ``REQUEUED``-like states become ``PENDING`` plus the flag; a ``PENDING`` job with restarts gets
+    the ``REQUEUED`` flag (22.05 to 26.05 do not report one for a job waiting after a requeue).
+    ``PENDING`` with ``COMPLETING`` is a job on its way back into the queue (preempted with
+    ``PreemptMode=REQUEUE``, ``scontrol requeue``, node failure; seen on 24.11 and 26.05 for about a
+    second): ``COMPLETING`` with the ``REQUEUED`` flag, never an end.
+    """
+    if raw is None:
+        items: list[str] = []
+    elif isinstance(raw, str):
+        items = [raw]
+    else:
+        items = [str(item) for item in raw]
+    items = [item.strip().upper() for item in items if item and item.strip()]
+    base = next((item for item in items if item in _BASE_STATES), None)
+    flags = {item for item in items if item != base}
+    state = base
+    if base == "PENDING" and "COMPLETING" in flags:
+        flags.add("REQUEUED")
+    for phase in _PHASE_FLAGS:
+        if phase in flags:
+            state = phase
+            flags.discard(phase)
+            break
+    if state is None:
+        first = items[0] if items else "UNKNOWN"
+        if first in _FLAG_STATE_BASES:
+            state = _FLAG_STATE_BASES[first]
+            flags.add(first)
+        else:
+            state = first
+            flags.discard(first)
+    if state == "PENDING" and restarts > 0:
+        flags.add("REQUEUED")
+    return state, frozenset(flags)
+
 
 #: Fields added after 0.1.0: a job's dict (trigger events, XCom) leaves them out when unset.
 _ADDED_AFTER_0_1_0 = frozenset({"user"})
@@ -151,3 +242,262 @@ def expand_task_ids(task_string: str) -> list[int]:
         else:
             ids.append(int(part))
     return ids
+
+
+# Slurm's NO_VAL / INFINITE markers as they leak into plain integers.
+NO_VALUES = {0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF, 0xFFFE, 0xFFFF}
+
+
+def field_number(value: Any) -> int | None:
+    """A plain integer, or the number of a v0.0.39+ ``{set, infinite, number}`` object; None if unset."""
+    if isinstance(value, Mapping):
+        if not value.get("set", True) or value.get("infinite"):
+            return None
+        value = value.get("number")
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return None if number in NO_VALUES else number
+
+
+def field_time(value: Any) -> datetime | None:
+    number = field_number(value)
+    if not number or number <= 0:
+        return None
+    return datetime.fromtimestamp(number, tz=timezone.utc)
+
+
+def field_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    if text in ("", "(null)", "None", "N/A"):
+        return None
+    return text
+
+
+def decode_wait_status(status: int | None) -> tuple[int | None, int | None]:
+    """``(return code, signal)`` from a raw wait status as v0.0.38/v0.0.39 report ``exit_code``."""
+    if status is None:
+        return None, None
+    signal = status & 0x7F
+    if signal and signal != 0x7F:
+        return 0, signal
+    return (status >> 8) & 0xFF, 0
+
+
+def field_exit(value: Any) -> tuple[int | None, int | None]:
+    """Exit code and signal from any REST version's ``exit_code``."""
+    if isinstance(value, Mapping) and ("return_code" in value or "status" in value or "signal" in value):
+        return_code = field_number(value.get("return_code"))
+        signal_info = value.get("signal")
+        signal = None
+        if isinstance(signal_info, Mapping):
+            signal = field_number(signal_info.get("id", signal_info.get("signal_id")))
+        elif signal_info is not None:
+            signal = field_number(signal_info)
+        if return_code is None and signal:  # "SIGNALED" leaves return_code unset: 0, as scontrol shows
+            return_code = 0
+        return return_code, signal or 0
+    return decode_wait_status(field_number(value))
+
+
+def build_job(
+    *,
+    job_id: int,
+    name: str,
+    raw_state: str | Sequence[str] | None,
+    reason: str | None,
+    exit_code: int | None,
+    exit_signal: int | None,
+    restarts: int,
+    array_job_id: int | None,
+    array_task_id: int | None,
+    node_list: str | None,
+    start_time: datetime | None,
+    submit_time: datetime | None,
+    end_time: datetime | None,
+    comment: str | None,
+    std_out: str | None,
+    work_dir: str | None,
+    partition: str | None,
+    user: str | None = None,
+) -> SlurmJob:
+    state, flags = normalize_state(raw_state, restarts=restarts)
+    terminal = state in TERMINAL_STATES
+    if not array_job_id or array_job_id == 0:
+        array_job_id = None
+        array_task_id = None
+    return SlurmJob(
+        job_id=job_id,
+        name=name,
+        state=state,
+        flags=flags,
+        reason=reason,
+        exit_code=exit_code if terminal else None,
+        exit_signal=exit_signal if terminal else None,
+        restarts=restarts,
+        array_job_id=array_job_id,
+        array_task_id=array_task_id,
+        node_list=node_list,
+        start_time=start_time if state != "PENDING" else None,
+        submit_time=submit_time,
+        end_time=end_time if terminal else None,
+        comment=comment,
+        std_out=std_out,
+        work_dir=work_dir,
+        partition=partition,
+        user=user,
+    )
+
+
+def field_mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+# slurmctld 24.11+ expands the output path of a record that stands for pending array tasks with
+# NO_VAL as the task id ("slice-12_4294967294.out"); each task's own file has its id there.
+NO_VAL_TASK = "_4294967294"
+
+
+def pending_task_path(path: str, task_id: int | None) -> str:
+    if task_id is None or NO_VAL_TASK not in path:
+        return path
+    return path.replace(NO_VAL_TASK, f"_{task_id}")
+
+
+def first_node(node_list: str | None) -> str | None:
+    if not node_list:
+        return None
+    match = re.match(r"([^,\[]+)(?:\[(\d+))?", node_list)
+    if not match:
+        return node_list
+    return match.group(1) + (match.group(2) or "")
+
+
+# Keys ``scontrol show job`` prints (22.05 to 26.05; 24.11 adds ReqTRES, AllocTRES, FailedNode, 26.05
+# Exclusive and SubmitLine). Inside a free-text value only these end it.
+_SCONTROL_KEYS = frozenset(
+    """JobId ArrayJobId ArrayTaskId ArrayTaskThrottle HetJobId HetJobOffset HetJobIdSet JobName UserId
+    GroupId MCS_label Priority Nice Account QOS WCKey JobState Reason Dependency Requeue Restarts
+    BatchFlag Reboot ExitCode DerivedExitCode RunTime TimeLimit TimeMin SubmitTime EligibleTime
+    AccrueTime StartTime EndTime Deadline PreemptEligibleTime PreemptTime SuspendTime
+    SecsPreSuspend LastSchedEval Scheduler Partition AllocNode:Sid ReqNodeList ExcNodeList NodeList
+    BatchHost NumNodes NumCPUs NumTasks CPUs/Task ReqB:S:C:T TRES Socks/Node NtasksPerN:B:S:C
+    CoreSpec MinCPUsNode MinMemoryNode MinMemoryCPU MinTmpDiskNode Features ClusterFeatures Prefer
+    DelayBoot Reservation OverSubscribe Contiguous Licenses LicensesAlloc Network Command WorkDir
+    AdminComment SystemComment Comment StdErr StdIn StdOut Power MailUser MailType TresPerNode
+    TresPerTask TresPerJob TresPerSocket CpusPerTres MemPerTres TresBind TresFreq NtasksPerTRES
+    Container ContainerID Extra BurstBuffer BurstBufferState CpuFreqMin CpuFreqMax CpuFreqGov
+    Switches Wait-for-Switch KillOInInvalidDependent CronJob CrontabSpec CrontabFailed Segment
+    OOMKillStep SelinuxContext ResvPorts StepMgrEnabled TimeMinimum ReqTRES AllocTRES FailedNode
+    Exclusive SubmitLine""".split()  # noqa: SIM905
+)
+# Values that may contain spaces (names, comments, paths); scontrol turns spaces in Reason into "_".
+_FREE_TEXT_KEYS = frozenset(
+    {"JobName", "Comment", "AdminComment", "SystemComment", "WorkDir", "StdErr", "StdIn", "StdOut"}
+    | {"Command", "Extra", "Container", "Features", "Prefer", "MailUser", "SubmitLine"}
+)
+_KEY_AT = re.compile(r"(?:(?<=\s)|^)([A-Za-z][A-Za-z0-9_:/\-]*)=")
+
+
+def parse_scontrol_record(line: str) -> dict[str, str]:
+    """Fields of one ``scontrol -o show job`` line; names, comments and paths may contain spaces
+    and ``=`` (a key inside them only splits when it is a known key not seen yet)."""
+    fields_: dict[str, str] = {}
+    key: str | None = None
+    start = 0
+    for match in _KEY_AT.finditer(line):
+        candidate = match.group(1)
+        if candidate in fields_ or candidate == key:
+            continue
+        if key is not None and key in _FREE_TEXT_KEYS and candidate not in _SCONTROL_KEYS:
+            continue
+        if key is not None:
+            fields_[key] = line[start : match.start()].strip()
+        key = candidate
+        start = match.end()
+    if key is not None:
+        fields_[key] = line[start:].strip()
+    return fields_
+
+
+def scontrol_exit(value: str | None) -> tuple[int | None, int | None]:
+    if not value or ":" not in value:
+        return None, None
+    code, _, signal = value.partition(":")
+    try:
+        return int(code), int(signal)
+    except ValueError:
+        return None, None
+
+
+def scontrol_time(value: str | None) -> datetime | None:
+    """Times as printed with ``SLURM_TIME_FORMAT=%s`` (epoch seconds); None for Unknown/None."""
+    text = field_text(value)
+    if text is None or text == "Unknown":
+        return None
+    if text.isdigit():
+        return field_time(int(text))
+    try:  # ISO local time of the cluster, as printed without SLURM_TIME_FORMAT: assume UTC.
+        return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def scontrol_user(value: str | None) -> str | None:
+    """The user name of ``UserId=name(uid)``."""
+    text = field_text(value)
+    return text.split("(", 1)[0] or None if text else None
+
+
+def jobs_from_scontrol(text: str) -> list[SlurmJob]:
+    """Every record of ``scontrol -o show job`` output, pending array ranges expanded."""
+    jobs: list[SlurmJob] = []
+    for line in text.splitlines():
+        if not line.strip().startswith("JobId="):
+            continue
+        jobs.extend(_scontrol_records(parse_scontrol_record(line)))
+    return jobs
+
+
+def _scontrol_records(f: Mapping[str, str]) -> list[SlurmJob]:
+    job_id = field_number(f.get("JobId"))
+    if job_id is None:
+        raise ValueError(f"scontrol record without a numeric JobId: {f.get('JobId')!r}")
+    array_job_id = field_number(f.get("ArrayJobId"))
+    task_text = field_text(f.get("ArrayTaskId"))
+    task_ids: list[int | None] = [None]
+    if task_text:
+        task_ids = [int(task_text)] if task_text.isdigit() else (list(expand_task_ids(task_text)) or [None])
+    exit_code, exit_signal = scontrol_exit(f.get("ExitCode"))
+    common: dict[str, Any] = {
+        "job_id": job_id,
+        "name": f.get("JobName", ""),
+        "raw_state": f.get("JobState"),
+        "reason": field_text(f.get("Reason")),
+        "exit_code": exit_code,
+        "exit_signal": exit_signal,
+        "restarts": field_number(f.get("Restarts")) or 0,
+        "array_job_id": array_job_id,
+        "node_list": field_text(f.get("NodeList")),
+        "start_time": scontrol_time(f.get("StartTime")),
+        "submit_time": scontrol_time(f.get("SubmitTime")),
+        "end_time": scontrol_time(f.get("EndTime")),
+        "comment": field_text(f.get("Comment")),
+        "std_out": field_text(f.get("StdOut")),
+        "work_dir": field_text(f.get("WorkDir")),
+        "partition": field_text(f.get("Partition")),
+        "user": scontrol_user(f.get("UserId")),
+    }
+    if len(task_ids) > 1 and common["std_out"]:
+        return [
+            build_job(
+                array_task_id=task_id, **{**common, "std_out": pending_task_path(common["std_out"], task_id)}
+            )
+            for task_id in task_ids
+        ]
+    return [build_job(array_task_id=task_id, **common) for task_id in task_ids]

@@ -1,12 +1,20 @@
-"""The one mapping of a Slurm job to an outcome and, for failures, a failure class."""
+"""What a Slurm job's state means for its caller.
+
+The one mapping of a job to an outcome and, for failures, a failure class; whether a Pathways slice
+was lost while a workload ran (the workload's failure is then a preemption, as on GKE, not the
+program's fault); and when a wait on a job that will not end by itself (held, or requeued over and
+over) ends.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import Enum
 
 from airflow_provider_pathways.outcomes import FailureClass
-from airflow_provider_pathways.slurm.job import SlurmJob
-from airflow_provider_pathways.slurm.states import ACTIVE_STATES
+from airflow_provider_pathways.slurm.job import ACTIVE_STATES, SlurmJob
 
 
 class JobOutcome(str, Enum):
@@ -159,3 +167,134 @@ def _exit_text(job: SlurmJob) -> str:
     if job.exit_signal:
         return f"exit code {code}, killed by signal {job.exit_signal}"
     return f"exit code {code}"
+
+
+#: States of a worker array task (or attempt) that mean its slice was taken away.
+LOST_SLICE_STATES = frozenset({"PREEMPTED", "NODE_FAIL", "BOOT_FAIL"})
+#: How many of the output's last lines may hold the program's final error.
+DATA_LOSS_TAIL_LINES = 5
+_SLACK = timedelta(seconds=1)  # Slurm reports whole seconds
+
+
+def slice_lost_during(
+    workload: SlurmJob, worker_tasks: Iterable[SlurmJob], output_tail: str = ""
+) -> str | None:
+    """Why a slice was lost while ``workload`` ran (its start to its end), or None.
+
+    On Slurm the slices are the tasks of the worker array the service job submitted (one per TPU
+    slice, ``run_worker_slice.sh``). The workload only talks to the IFRT proxy: when a slice goes,
+    its program fails (Pathways reports a lost slice as ``DATA_LOSS``). Evidence, from what Slurm
+    reports:
+
+    - a worker array task (or one attempt of it, from accounting) that ended ``PREEMPTED``,
+      ``NODE_FAIL`` or ``BOOT_FAIL`` while the workload ran;
+    - a worker array task that was requeued (preemption with ``PreemptMode=REQUEUE``, a node
+      failure, ``scontrol requeue``) while the workload ran, or waits to start again: Slurm sets a
+      requeued job's submit time to the moment of the requeue and holds it about two minutes
+      (``BeginTime``), so a slice requeued under the workload may start again only after the
+      workload ended;
+    - when Slurm shows none of the slices (their records are gone), the workload's output ending in
+      a ``DATA_LOSS`` error (the last lines, where the program died). Where Slurm shows the slices
+      and none was lost, a ``DATA_LOSS`` is the program's own: no lost slice is behind it.
+    """
+    started, ended = workload.start_time, workload.end_time
+    if started is None:
+        return None
+
+    def during(moment: datetime | None) -> bool:
+        return (
+            moment is not None and started - _SLACK <= moment and (ended is None or moment <= ended + _SLACK)
+        )
+
+    tasks = list(worker_tasks)
+    for task in tasks:
+        if task.state in LOST_SLICE_STATES and during(task.end_time):
+            return f"slice {task.display_id} ended {task.state} while the workload ran"
+        if task.restarts > 0 and (task.requeued or during(task.submit_time) or during(task.start_time)):
+            return f"slice {task.display_id} was requeued while the workload ran (restarts {task.restarts})"
+    last = [line for line in output_tail.splitlines() if line.strip()][-DATA_LOSS_TAIL_LINES:]
+    if not tasks and any("DATA_LOSS" in line for line in last):
+        return "the program ended with DATA_LOSS (how Pathways reports a lost slice)"
+    return None
+
+
+DEFAULT_HOLD_TIMEOUT = 3600.0
+DEFAULT_MAX_REQUEUES = 10
+
+#: Pending reasons of a job Slurm will not start until someone releases it, in a user's words.
+HOLD_REASONS = {
+    "launch_failed_requeued_held": "its launch failed repeatedly and Slurm requeued it held",
+    "JobHeldAdmin": "an administrator holds it",
+    "JobHeldUser": "it is held (scontrol hold, sbatch --hold or scontrol requeuehold)",
+}
+_LAUNCH_HELD = "launch_failed_requeued_held"
+
+
+@dataclass
+class StuckJobWatch:
+    """Follows one job across looks and says when waiting for it is pointless: a job that will not
+    end by itself, held or requeued over and over.
+
+    Slurm keeps such a job ``PENDING`` for ever: a batch job whose launch failed ``MaxBatchRequeue``
+    times in a row is requeued held (reason ``launch_failed_requeued_held``), a job an administrator
+    holds (``JobHeldAdmin``) or that was held (``JobHeldUser``: ``scontrol hold``,
+    ``sbatch --hold``, ``scontrol requeuehold``) waits for ``scontrol release``, and a job preempted
+    with ``PreemptMode=REQUEUE`` or on a flapping node is requeued without limit. A wait on it ends:
+
+    * at once for ``launch_failed_requeued_held``: Slurm already retried the launch;
+    * after ``hold_timeout`` seconds (default :data:`DEFAULT_HOLD_TIMEOUT`, one hour) of an
+      unbroken hold;
+    * once it was requeued more than ``max_requeues`` times (default
+      :data:`DEFAULT_MAX_REQUEUES`).
+
+    The job is then cancelled by its caller and the wait fails with the reason (an infrastructure
+    failure for a hold, whose program did not run; a preemption for requeues).
+
+    :param hold_timeout: seconds a hold may last before the wait ends (``None``: no bound).
+    :param max_requeues: requeues after which the wait ends (``None``: no bound).
+    """
+
+    hold_timeout: float | None = DEFAULT_HOLD_TIMEOUT
+    max_requeues: int | None = DEFAULT_MAX_REQUEUES
+    held_since: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.hold_timeout is not None and self.hold_timeout < 0:
+            raise ValueError(f"hold_timeout: {self.hold_timeout!r} must be >= 0 seconds (or None)")
+        if self.max_requeues is not None and self.max_requeues < 0:
+            raise ValueError(f"max_requeues: {self.max_requeues!r} must be >= 0 (or None)")
+
+    def stuck(self, job: SlurmJob, now: float) -> tuple[FailureClass, str] | None:
+        """The failure class and message when the wait for ``job`` (seen at epoch ``now``) must end;
+        None while it may still end by itself."""
+        if job.terminal:
+            self.held_since = None
+            return None
+        label = f"Slurm job {job.display_id}" + (f" ({job.name})" if job.name else "")
+        if self.max_requeues is not None and job.restarts > self.max_requeues:
+            return (
+                FailureClass.PREEMPTED,
+                f"{label} was requeued {job.restarts} times (preempted or its node failed), more than "
+                f"max_requeues ({self.max_requeues}); it is {job.state} again",
+            )
+        reason = job.reason or ""
+        if reason not in HOLD_REASONS and "REQUEUE_HOLD" not in job.flags:
+            self.held_since = None
+            return None
+        why = HOLD_REASONS.get(reason, HOLD_REASONS["JobHeldUser"])
+        if reason == _LAUNCH_HELD:
+            return (
+                FailureClass.INFRASTRUCTURE,
+                f"{label} will not start: {why} ({reason}); its program never ran",
+            )
+        if self.held_since is None:
+            self.held_since = now
+        held_for = now - self.held_since
+        if self.hold_timeout is None or held_for < self.hold_timeout:
+            return None
+        return (
+            FailureClass.INFRASTRUCTURE,
+            f"{label} will not start: {why} ({reason or 'REQUEUE_HOLD'}) and stayed held for "
+            f"{held_for:.0f}s, longer than hold_timeout ({self.hold_timeout:g}s); release it with "
+            "scontrol release, or raise hold_timeout",
+        )

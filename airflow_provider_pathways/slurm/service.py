@@ -1,33 +1,254 @@
-"""One look at the Pathways service on Slurm: its job, its ``cluster.env`` and its RUNNING slices."""
+"""The Pathways service on Slurm: its ``cluster.env``, which service job wrote that file and
+submitted a worker array, and one look at the service (its job, ``cluster.env`` and RUNNING slices).
+
+``cluster.env`` is shell-style ``KEY=VALUE`` lines, parsed, never executed. Its key names are not
+published: the proxy address key is configurable and defaults to the first of
+:data:`DEFAULT_PROXY_KEYS` present.
+
+The service job writes the proxy address to ``~/pathways/cluster.env`` once ``MIN_SLICES`` slices
+run, and submits the workers as a job array of ``run_worker_slice.sh``; nothing names the service
+job in either. What Slurm does tell: a job runs as its submitter's user, is named after its script
+file unless given another name, and has a submit time; a service job has start and end times. A
+file or an array can only come from a service job that was running when it was written or
+submitted: when that is ours alone, it is ours; when another service job of the same user and name
+was running too, it cannot be told apart.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from airflow_provider_pathways.slurm.attribution import (
-    AMBIGUITY_FIX,
-    ids,
-    match_worker_array,
-    peer_services,
-    running_at,
-)
-from airflow_provider_pathways.slurm.cluster_env import (
-    DEFAULT_CLUSTER_ENV_PATH,
-    DEFAULT_PROXY_KEYS,
-    DEFAULT_SERVICE_JOB_KEY,
-    DEFAULT_WORKER_ARRAY_KEY,
-    DEFAULT_WORKER_JOB_NAME,
-    Readiness,
-    count_running,
-    evaluate_cluster_env,
-    parse_cluster_env,
-    worker_array_id,
-)
 from airflow_provider_pathways.slurm.job import SlurmJob
+
+DEFAULT_CLUSTER_ENV_PATH = "~/pathways/cluster.env"
+DEFAULT_PROXY_KEYS: tuple[str, ...] = ("PATHWAYS_PROXY_ADDRESS", "JAX_BACKEND_TARGET", "PATHWAYS_PROXY")
+DEFAULT_SERVICE_JOB_KEY = "PATHWAYS_SERVICE_JOB_ID"
+DEFAULT_WORKER_ARRAY_KEY = "PATHWAYS_WORKER_ARRAY_JOB_ID"
+#: The worker array's job name: the service job runs ``sbatch run_worker_slice.sh`` (seed 002), and
+#: sbatch names a job after its script file unless given ``--job-name``.
+DEFAULT_WORKER_JOB_NAME = "run_worker_slice.sh"
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ADDRESS = re.compile(r"^(?:grpc://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(?P<port>\d{1,5})/?$")
+# mtime and Slurm's times come from the same cluster clock; Slurm's have whole seconds.
+CLOCK_SLACK_SECONDS = 1.0
+CLOCK_SLACK = timedelta(seconds=CLOCK_SLACK_SECONDS)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def per_run_cluster_env_path(ti: Any) -> str:
+    """A ``cluster.env`` path of one task instance's own (dag, run, task and map index), the same on
+    every try, so a retry that reattaches finds the file again."""
+    parts = [ti.dag_id, ti.task_id] + ([str(ti.map_index)] if getattr(ti, "map_index", -1) >= 0 else [])
+    name = ".".join(_UNSAFE.sub("_", str(part)) for part in [*parts, ti.run_id])
+    return f"~/pathways/airflow/{name}.env"
+
+
+class ClusterEnvError(ValueError):
+    """``cluster.env`` has a line that is not ``KEY=VALUE``."""
+
+
+def parse_cluster_env(text: str) -> dict[str, str]:
+    """Parse ``KEY=VALUE`` lines: ``#`` comments, ``export``, single and double quotes; no expansion."""
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, sep, rest = line.partition("=")
+        key = key.strip()
+        if not sep or not _KEY.fullmatch(key):
+            raise ClusterEnvError(f"cluster.env line {number} is not KEY=VALUE")
+        try:
+            words = shlex.split(rest, comments=True, posix=True)
+        except ValueError as err:
+            raise ClusterEnvError(f"cluster.env line {number} ({key}): {err}") from None
+        values[key] = " ".join(words)
+    return values
+
+
+def normalize_proxy_address(value: str) -> str:
+    """``grpc://host:port`` for ``grpc://host:port`` or ``host:port``; ValueError otherwise."""
+    match = _ADDRESS.fullmatch(value.strip())
+    if not match or not 0 < int(match["port"]) < 65536:
+        raise ValueError(f"{value!r} is not a proxy address; expected grpc://host:port or host:port")
+    return f"grpc://{match['host']}:{match['port']}"
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether the Pathways service on Slurm is ready, and why (not)."""
+
+    ready: bool
+    reason: str
+    proxy_address: str | None = None
+    values: Mapping[str, str] = field(default_factory=dict)
+    running_slices: int | None = None
+    worker_array_job_id: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ready": self.ready,
+            "reason": self.reason,
+            "proxy_address": self.proxy_address,
+            "values": dict(self.values),
+            "running_slices": self.running_slices,
+            "worker_array_job_id": self.worker_array_job_id,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Readiness:
+        return cls(
+            ready=bool(data["ready"]),
+            reason=str(data.get("reason") or ""),
+            proxy_address=data.get("proxy_address"),
+            values=dict(data.get("values") or {}),
+            running_slices=data.get("running_slices"),
+            worker_array_job_id=data.get("worker_array_job_id"),
+        )
+
+
+def worker_array_id(values: Mapping[str, str], key: str = DEFAULT_WORKER_ARRAY_KEY) -> int | None:
+    """The worker array job id recorded in ``cluster.env``, if any."""
+    raw = values.get(key, "").strip()
+    return int(raw) if raw.isdigit() else None
+
+
+def evaluate_cluster_env(
+    *,
+    service_job_id: int,
+    service_started: datetime | None,
+    stat: tuple[float, int] | None,
+    text: str | None,
+    proxy_keys: Sequence[str] = DEFAULT_PROXY_KEYS,
+    service_job_key: str = DEFAULT_SERVICE_JOB_KEY,
+) -> Readiness:
+    """Readiness from the file alone (slice counts are checked separately)."""
+    if stat is None or text is None:
+        return Readiness(False, "cluster.env does not exist yet")
+    if service_started is None:
+        return Readiness(False, "the service job has not started yet")
+    mtime, _size = stat
+    if mtime + CLOCK_SLACK_SECONDS < service_started.timestamp():
+        return Readiness(False, "cluster.env is older than the service job (left by an earlier run)")
+    try:
+        values = parse_cluster_env(text)
+    except ClusterEnvError as err:
+        return Readiness(False, f"cluster.env is being written or malformed: {err}")
+    owner = values.get(service_job_key)
+    if owner and owner.strip() != str(service_job_id):
+        return Readiness(
+            False, f"cluster.env belongs to service job {owner}, not {service_job_id}", values=values
+        )
+    key = next((k for k in proxy_keys if values.get(k)), None)
+    if key is None:
+        return Readiness(False, f"cluster.env has none of {', '.join(proxy_keys)}", values=values)
+    try:
+        address = normalize_proxy_address(values[key])
+    except ValueError as err:
+        return Readiness(False, f"cluster.env {key}: {err}", values=values)
+    return Readiness(True, f"cluster.env has {key}", proxy_address=address, values=values)
+
+
+def count_running(tasks: Iterable[object]) -> int:
+    """Worker array tasks that are RUNNING (one per TPU slice)."""
+    return sum(1 for task in tasks if getattr(task, "state", None) == "RUNNING")
+
+
+#: What lifts the ambiguity, said with every message about it.
+AMBIGUITY_FIX = (
+    "run one service job of this name per Slurm user at a time (e.g. max_active_runs=1), or give "
+    "each its own cluster.env (cluster_env_variable, for a script that takes its path), or pass "
+    "worker_array_job_id"
+)
+
+
+def peer_services(service: SlurmJob, records: Iterable[SlurmJob]) -> list[SlurmJob]:
+    """The other service jobs: same user and name as ``service``, not arrays, not ``service``."""
+    return [
+        job
+        for job in records
+        if job.job_id != service.job_id
+        and job.array_job_id is None
+        and job.name == service.name
+        and (service.user is None or job.user in (None, service.user))
+    ]
+
+
+def running_at(job: SlurmJob, moment: datetime, slack: timedelta = CLOCK_SLACK) -> bool:
+    """The job may have been running at ``moment`` (its start and end, widened by ``slack``)."""
+    if job.start_time is None or job.start_time > moment + slack:
+        return False
+    return job.end_time is None or job.end_time >= moment - slack
+
+
+def ids(jobs: Iterable[SlurmJob]) -> str:
+    return ", ".join(str(job.job_id) for job in jobs)
+
+
+@dataclass(frozen=True)
+class WorkerArrayMatch:
+    """The worker array found for a service job: ``array_job_id`` with its ``tasks``, or why not."""
+
+    array_job_id: int | None
+    reason: str
+    tasks: Sequence[SlurmJob] = field(default_factory=tuple)
+    #: Other service jobs that could have submitted the arrays found (then none is taken).
+    rivals: Sequence[SlurmJob] = field(default_factory=tuple)
+
+
+def match_worker_array(
+    service: SlurmJob, peers: Sequence[SlurmJob], records: Iterable[SlurmJob], worker_job_name: str
+) -> WorkerArrayMatch:
+    """The array ``service`` submitted: an array job of the same user named ``worker_job_name``,
+    submitted while ``service`` was running and no peer service job was. Several: the newest."""
+    started = service.start_time
+    if started is None:
+        return WorkerArrayMatch(None, "the service job has not started yet")
+    arrays: dict[int, list[SlurmJob]] = {}
+    for job in records:
+        if job.array_job_id is None or job.name != worker_job_name:
+            continue
+        if service.user is not None and job.user not in (None, service.user):
+            continue
+        arrays.setdefault(job.array_job_id, []).append(job)
+    ours: list[tuple[datetime, int]] = []
+    rivals: dict[int, SlurmJob] = {}
+    for array_id, tasks in arrays.items():
+        submitted = min((t.submit_time for t in tasks if t.submit_time is not None), default=None)
+        if submitted is None or submitted < started:
+            continue
+        could = [peer for peer in peers if running_at(peer, submitted, slack=timedelta(0))]
+        if could:
+            rivals.update((peer.job_id, peer) for peer in could)
+        else:
+            ours.append((submitted, array_id))
+    if ours:
+        array_id = max(ours)[1]
+        tasks = sorted(arrays[array_id], key=lambda t: t.array_task_id or 0)
+        return WorkerArrayMatch(array_id, f"worker array {array_id} ({worker_job_name!r})", tasks)
+    if rivals:
+        found = sorted(rivals.values(), key=lambda j: j.job_id)
+        return WorkerArrayMatch(
+            None,
+            f"cannot tell which worker array {worker_job_name!r} is service job {service.job_id}'s: "
+            f"service job(s) {ids(found)} of the same user and name ran when it was submitted; "
+            f"{AMBIGUITY_FIX}",
+            rivals=found,
+        )
+    return WorkerArrayMatch(
+        None,
+        f"no worker array {worker_job_name!r} submitted since service job {service.job_id} started yet",
+    )
 
 
 class SlurmReader(Protocol):
@@ -49,7 +270,7 @@ class ServiceProbe:
     """Where the Pathways service reports (its ``cluster.env`` and the keys in it) and what ready
     asks for: ``min_slices`` RUNNING worker array tasks (None: the file alone). The worker array is
     ``worker_array_job_id`` when given, else the one ``cluster.env`` names, else the array job named
-    ``worker_job_name`` that the service job submitted (:mod:`~airflow_provider_pathways.slurm.attribution`).
+    ``worker_job_name`` that the service job submitted (:func:`match_worker_array`).
     ``cluster_env_per_job``: the path is this service job's alone (passed to its script), so a file
     there that names no service job is still its."""
 

@@ -12,14 +12,21 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import TriggerEvent
 
-from airflow_provider_pathways.gke.job_objects import StatusOptions
-from airflow_provider_pathways.gke.naming import HEAD_REPLICATED_JOB, WORKER_REPLICATED_JOB
-from airflow_provider_pathways.gke.ownership import JobRef, Release, describe_release
-from airflow_provider_pathways.gke.queueing import queue_time_left
-from airflow_provider_pathways.gke.resources import JobKind
-from airflow_provider_pathways.gke.status import Phase
-from airflow_provider_pathways.gke.wait import WaitUntil, validate_wait_arguments, wait_is_over
-from airflow_provider_pathways.hooks.kubernetes_owned import a_release_job
+from airflow_provider_pathways.gke.objects import (
+    HEAD_REPLICATED_JOB,
+    MAIN_CONTAINER,
+    WORKER_REPLICATED_JOB,
+    JobKind,
+    StatusOptions,
+)
+from airflow_provider_pathways.gke.status import (
+    Phase,
+    WaitUntil,
+    queue_time_left,
+    validate_wait_arguments,
+    wait_is_over,
+)
+from airflow_provider_pathways.gke.task_job import JobRef, Release, describe_release
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     OutageTooLong,
@@ -72,7 +79,7 @@ class PathwaysJobTrigger(KillableTrigger):
         min_slices: int | None = None,
         worker_replicated_job: str = WORKER_REPLICATED_JOB,
         head_replicated_job: str = HEAD_REPLICATED_JOB,
-        main_container: str = "main",
+        main_container: str = MAIN_CONTAINER,
         cluster_context: str | None = None,
         config_file: str | None = None,
         in_cluster: bool | None = None,
@@ -256,6 +263,8 @@ class PathwaysJobTrigger(KillableTrigger):
     async def on_kill(self) -> None:
         """Delete the job when the user kills the deferred task (always while it is queued, so it
         does not start later unwatched); harmless if it is already gone."""
+        from airflow_provider_pathways.hooks.kubernetes import a_release_job
+
         if self._fired or not (self.delete_on_kill or self._queued):
             return
         ref = JobRef(self.name, self.namespace, self.kind, self.uid)

@@ -9,21 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import TriggerEvent
 
-from airflow_provider_pathways.slurm.cluster_env import (
+from airflow_provider_pathways.slurm.errors import SlurmJobLost, is_transient
+from airflow_provider_pathways.slurm.outcome import DEFAULT_HOLD_TIMEOUT, DEFAULT_MAX_REQUEUES, StuckJobWatch
+from airflow_provider_pathways.slurm.service import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,
     DEFAULT_SERVICE_JOB_KEY,
     DEFAULT_WORKER_ARRAY_KEY,
     DEFAULT_WORKER_JOB_NAME,
-)
-from airflow_provider_pathways.slurm.errors import SlurmJobLost
-from airflow_provider_pathways.slurm.service import (
     ServiceProbe,
     check_pathways_service,
     service_worker_arrays,
 )
-from airflow_provider_pathways.slurm.stuck import DEFAULT_HOLD_TIMEOUT, DEFAULT_MAX_REQUEUES, StuckJobWatch
-from airflow_provider_pathways.slurm.transient import is_transient
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     OutageTooLong,

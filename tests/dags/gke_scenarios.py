@@ -13,9 +13,9 @@ from typing import Any
 import pendulum
 from airflow.providers.common.compat.sdk import DAG, BaseOperator, TaskGroup
 
-from airflow_provider_pathways.gke.naming import airflow_labels
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.gke.status import Phase
+from airflow_provider_pathways.gke.task_job import airflow_labels
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
 from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor

@@ -358,8 +358,8 @@ two_services_own_files = two_services("slurm_two_services_own_files", published=
 two_services_shared_file = two_services("slurm_two_services_shared_file", published=True)
 
 
-# A job that will not end by itself (slurm/stuck.py): held from its submission, or requeued more
-# often than allowed; both waits, polling and deferred.
+# A job that will not end by itself (StuckJobWatch in slurm/outcome.py): held from its submission, or
+# requeued more often than allowed; both waits, polling and deferred.
 def stuck_job(deferrable: bool, **bound: Any) -> SlurmJobOperator:
     return SlurmJobOperator(
         task_id="train",

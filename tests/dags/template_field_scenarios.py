@@ -13,12 +13,11 @@ import pendulum
 from airflow.providers.common.compat.sdk import DAG, task
 
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
-from airflow_provider_pathways.operators.delete_pathways_job import DeletePathwaysJobOperator
 from airflow_provider_pathways.operators.gcs import (
     CleanupCompilationCacheOperator,
     EnsureCompilationCacheLifecycleOperator,
 )
-from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
+from airflow_provider_pathways.operators.pathways_job import DeletePathwaysJobOperator, PathwaysJobOperator
 from airflow_provider_pathways.operators.slurm import (
     CancelSlurmJobOperator,
     PathwaysSlurmServiceOperator,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_pathways.gke.ownership import FOLLOWED_BY_TRY
+from airflow_provider_pathways.gke.task_job import FOLLOWED_BY_TRY
 from tests.deployment.harness import FINISHED_TI_STATES, TaskOutcome, outcome, wait_for
 from tests.deployment.scenarios import Stage, scenario
 from tests.deployment.steps import REATTACHED, WAIT, gke_end_program, gke_waiting, namespace, slurm_waiting

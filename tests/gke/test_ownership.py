@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_pathways.gke.naming import MAX_JOB_NAME_LENGTH, airflow_labels
-from airflow_provider_pathways.gke.ownership import (
+from airflow_provider_pathways.gke.objects import MAX_JOB_NAME_LENGTH
+from airflow_provider_pathways.gke.task_job import (
     FOLLOWED_BY_TRY,
     JobRef,
     Release,
+    airflow_labels,
     fresh_job_name,
     release_verdict,
 )
@@ -44,8 +45,7 @@ def test_a_fresh_job_is_named_for_its_try_within_the_name_limit() -> None:
 
 
 def test_status_is_read_only_from_the_job_with_the_followed_uid() -> None:
-    from airflow_provider_pathways.gke.job_objects import StatusOptions, the_job_objects
-    from airflow_provider_pathways.gke.resources import JobKind
+    from airflow_provider_pathways.gke.objects import JobKind, StatusOptions, the_job_objects
 
     pathways_job = {"metadata": {"uid": "pj-1"}}
     its_jobset = {"metadata": {"uid": "js-1", "ownerReferences": [{"kind": "PathwaysJob", "uid": "pj-1"}]}}

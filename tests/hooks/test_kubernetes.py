@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_pathways.failures import FailureClass
-from airflow_provider_pathways.gke.job_objects import StatusOptions
-from airflow_provider_pathways.gke.resources import JOBSET, PATHWAYS_JOB, JobKind
+from airflow_provider_pathways.gke.objects import JOBSET, PATHWAYS_JOB, JobKind, StatusOptions
 from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from tests.kube_jobs import CONN, new_spec, wait_for
@@ -282,8 +281,8 @@ def test_a_delete_whose_preconditions_fail_is_refused_with_409_and_deletes_nothi
 def test_a_task_instances_jobs_are_found_by_its_owner_labels_whatever_their_names(
     hook: PathwaysJobHook,
 ) -> None:
-    from airflow_provider_pathways.gke.naming import airflow_labels
-    from airflow_provider_pathways.hooks.kubernetes_owned import owned_jobs
+    from airflow_provider_pathways.gke.task_job import airflow_labels
+    from airflow_provider_pathways.hooks.kubernetes import owned_jobs
 
     namespace = "owned-jobs"
     ours, theirs = (airflow_labels("dag", "train", run, -1) for run in ("manual__1", "manual__2"))

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-from airflow_provider_pathways.hooks.kubernetes_errors import CredentialsRefused
+from airflow_provider_pathways.hooks.kubernetes import CredentialsRefused, PathwaysJobHook
 from airflow_provider_pathways.hooks.kubernetes_google import GkeConnectionError
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 from sandbox.kube.launcher import KubeStandin, start_kube_standin

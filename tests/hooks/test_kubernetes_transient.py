@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiException
 
-from airflow_provider_pathways.gke.resources import PATHWAYS_JOB
+from airflow_provider_pathways.gke.objects import PATHWAYS_JOB
 from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.transient import OutageTooLong

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_pathways.failures import FailureClass
-from airflow_provider_pathways.gke.job_objects import StatusOptions
-from airflow_provider_pathways.gke.resources import JobKind, kueue_workload_name
+from airflow_provider_pathways.gke.objects import JobKind, StatusOptions, kueue_workload_name
 from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from tests.kube_jobs import CONN, KNOB, new_spec, wait_for
@@ -170,7 +169,7 @@ def test_a_slice_lost_before_the_controller_marked_startup_completed_is_a_preemp
     """jobset_controller.go sets StartupPolicyCompleted a reconcile after the last slice started
     (and labels every Job with its restart-attempt): a node lost in between, its events a second
     older than the condition, still belongs to the current attempt."""
-    from airflow_provider_pathways.gke.summary import summarize
+    from airflow_provider_pathways.gke.status import summarize
 
     jobset = _jobset(
         False,
@@ -239,7 +238,7 @@ def _pathways_job(name: str, topology: str = "4x4") -> dict[str, Any]:
 def test_create_failure_carries_a_warning_events_words() -> None:
     """pathwaysjob_controller.go gives terminalState Failed only; a Warning event (e.g. from a
     controller that records one) supplies the reason."""
-    from airflow_provider_pathways.gke.summary import summarize
+    from airflow_provider_pathways.gke.status import summarize
 
     event = {
         "type": "Warning",
@@ -271,7 +270,7 @@ def _jobset(suspend: bool, conditions: list[dict[str, str]], labels: dict[str, s
 
 def test_suspension_is_read_from_the_spec_and_kueue_from_the_label() -> None:
     """jobset_controller.go resumeJobsIfNecessary keeps Suspended True until every job started."""
-    from airflow_provider_pathways.gke.summary import summarize
+    from airflow_provider_pathways.gke.status import summarize
 
     suspended = [{"type": "Suspended", "status": "True", "reason": "SuspendedJobs"}]
     resuming = summarize(
@@ -318,8 +317,7 @@ def _running_jobset(**metadata: Any) -> dict[str, Any]:
 def test_a_job_with_a_deletion_timestamp_is_terminating_not_running() -> None:
     """jobset_controller.go does not reconcile a JobSet marked for deletion, so its status keeps
     its last ready counts; pathwaysjob_controller.go keeps a PathwaysJob's terminalState empty."""
-    from airflow_provider_pathways.gke.status import judge_status
-    from airflow_provider_pathways.gke.summary import summarize
+    from airflow_provider_pathways.gke.status import judge_status, summarize
     from airflow_provider_pathways.outcomes import ReattachAction, reattach_action
 
     stamp = "2026-01-01T00:05:00Z"
@@ -349,7 +347,7 @@ def test_a_job_with_a_deletion_timestamp_is_terminating_not_running() -> None:
 
 
 def test_a_deleted_job_is_an_infrastructure_failure() -> None:
-    from airflow_provider_pathways.gke.summary import summarize
+    from airflow_provider_pathways.gke.status import summarize
 
     gone = summarize(name="train", namespace=NS, pathways_job=None, jobset=None)
     assert gone.phase is Phase.DELETED and gone.failure is FailureClass.INFRASTRUCTURE
@@ -359,7 +357,7 @@ def test_a_deleted_job_is_an_infrastructure_failure() -> None:
 def test_a_completed_pathways_job_whose_jobset_is_gone_succeeded() -> None:
     """pathwaysjob_controller.go mirrors Completed into terminalState; without the JobSet the job
     is not pending (a wait on it would never end)."""
-    from airflow_provider_pathways.gke.summary import summarize
+    from airflow_provider_pathways.gke.status import summarize
 
     pathways_job = _pathways_job("train") | {"status": {"terminalState": "Completed"}}
     status = summarize(name="train", namespace=NS, pathways_job=pathways_job, jobset=None)
@@ -367,7 +365,7 @@ def test_a_completed_pathways_job_whose_jobset_is_gone_succeeded() -> None:
 
 
 def _failed_with(pods: list[dict[str, Any]], events: list[dict[str, Any]] | None = None) -> Any:
-    from airflow_provider_pathways.gke.summary import summarize
+    from airflow_provider_pathways.gke.status import summarize
 
     jobset = _jobset(False, [{"type": "Failed", "status": "True", "reason": "FailedJobs"}])
     return summarize(
@@ -436,8 +434,7 @@ def test_a_kubelet_eviction_for_the_pods_own_usage_is_the_programs_failure(
 
 
 def test_a_ready_wait_fails_for_a_job_that_ended_first() -> None:
-    from airflow_provider_pathways.gke.status import PathwaysJobStatus
-    from airflow_provider_pathways.gke.wait import ended_before_ready, wait_succeeded
+    from airflow_provider_pathways.gke.status import PathwaysJobStatus, ended_before_ready, wait_succeeded
 
     done = PathwaysJobStatus(name="train", namespace=NS, phase=Phase.SUCCEEDED)
     assert not wait_succeeded(done, "ready") and "before it was seen ready" in str(

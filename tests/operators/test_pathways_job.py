@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
-from airflow_provider_pathways.gke.ownership import followed_by_try
+from airflow_provider_pathways.gke.task_job import followed_by_try
 from tests.airflow_runs import load_dag, run_dag
 from tests.airflow_versions import EXECUTION_TIMEOUT, RETRY_AFTER_DEFERRAL, TASK_LOG_IN_OUTPUT
 from tests.kube_jobs import act_when, stand_in_objects

@@ -8,11 +8,9 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_provider_pathways.gke.naming import airflow_labels
-from airflow_provider_pathways.gke.ownership import JobRef
-from airflow_provider_pathways.gke.resources import PATHWAYS_JOB, JobKind
-from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-from airflow_provider_pathways.hooks.kubernetes_owned import mark_followed
+from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind
+from airflow_provider_pathways.gke.task_job import JobRef, airflow_labels
+from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook, mark_followed
 from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
 from tests.kube_jobs import CONN, act_when, new_spec, stand_in_objects
 from tests.operators.test_pathways_job import creates, running_jobset

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
-from airflow_provider_pathways.gke.ownership import RELEASE_ATTEMPTS
+from airflow_provider_pathways.gke.task_job import RELEASE_ATTEMPTS
 from tests.airflow_runs import load_dag, run_dag
 from tests.kube_jobs import CONN, act_when, stand_in_objects
 from tests.operators.test_pathways_job import running_jobset
@@ -64,7 +64,7 @@ def test_a_job_being_deleted_is_terminating_not_running(kube: Any, capfd: pytest
     (jobset_controller.go does not reconcile a JobSet marked for deletion), yet it will never end.
     The try fails as an infrastructure failure; the retry waits until it is gone, then starts
     afresh."""
-    from airflow_provider_pathways.gke.resources import JOBSET
+    from airflow_provider_pathways.gke.objects import JOBSET
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
     kube.control("requests/reset")

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow_provider_pathways.slurm.attribution import match_worker_array, peer_services
-from airflow_provider_pathways.slurm.cluster_env import DEFAULT_WORKER_JOB_NAME
 from airflow_provider_pathways.slurm.job import SlurmJob
+from airflow_provider_pathways.slurm.service import DEFAULT_WORKER_JOB_NAME, match_worker_array, peer_services
 
 T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
 NAME = DEFAULT_WORKER_JOB_NAME

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_pathways.slurm.cluster_env import (
+from airflow_provider_pathways.slurm.service import (
     ClusterEnvError,
     evaluate_cluster_env,
     normalize_proxy_address,

@@ -1,6 +1,6 @@
 """A workload's failure while one of its service's slices was lost is a preemption (issue: a lost
 slice on Slurm is a preemption, as on GKE). States and flags are as slurmctld and slurmdbd report
-them (slurm/states.py pins their sources); DATA_LOSS is how Pathways reports a lost slice."""
+them (slurm/job.py pins their sources); DATA_LOSS is how Pathways reports a lost slice."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from airflow_provider_pathways.slurm.job import SlurmJob
-from airflow_provider_pathways.slurm.slice_loss import slice_lost_during
+from airflow_provider_pathways.slurm.outcome import slice_lost_during
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -13,22 +13,33 @@ import pytest
 
 from airflow_provider_pathways.failures import FailureClass
 from airflow_provider_pathways.slurm.accounting import jobs_from_sacct, jobs_from_slurmdb, latest_attempts
-from airflow_provider_pathways.slurm.directives import expand_output_pattern, parse_sbatch_directives
-from airflow_provider_pathways.slurm.fields import decode_wait_status
-from airflow_provider_pathways.slurm.job import SlurmJob, expand_task_ids
-from airflow_provider_pathways.slurm.options import Signal, parse_begin, parse_signal, rest_option_fields
-from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
-from airflow_provider_pathways.slurm.rest_codec import (
+from airflow_provider_pathways.slurm.job import (
+    SlurmJob,
+    decode_wait_status,
+    expand_task_ids,
+    jobs_from_scontrol,
+    normalize_state,
+    parse_scontrol_record,
+)
+from airflow_provider_pathways.slurm.outcome import JobOutcome, StuckJobWatch, job_outcome
+from airflow_provider_pathways.slurm.rest import (
     ESLURM_INVALID_JOB_ID,
     jobs_from_rest,
     rest_error_numbers,
     rest_errors_text,
+    rest_submit_body,
 )
-from airflow_provider_pathways.slurm.rest_submit import rest_submit_body
-from airflow_provider_pathways.slurm.scontrol import jobs_from_scontrol, parse_scontrol_record
-from airflow_provider_pathways.slurm.states import normalize_state
-from airflow_provider_pathways.slurm.stuck import StuckJobWatch
-from airflow_provider_pathways.slurm.submit import SubmitRequest, parse_time_limit, path_wrapper_script
+from airflow_provider_pathways.slurm.submit import (
+    Signal,
+    SubmitRequest,
+    expand_output_pattern,
+    parse_begin,
+    parse_sbatch_directives,
+    parse_signal,
+    parse_time_limit,
+    path_wrapper_script,
+    rest_option_fields,
+)
 
 DATA = Path(__file__).parent / "data"
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -9,11 +9,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_pathways.gke.naming import airflow_labels
-from airflow_provider_pathways.gke.ownership import JobRef
-from airflow_provider_pathways.gke.resources import PATHWAYS_JOB, JobKind
-from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-from airflow_provider_pathways.hooks.kubernetes_owned import mark_followed
+from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind
+from airflow_provider_pathways.gke.task_job import JobRef, airflow_labels
+from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook, mark_followed
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 from tests.kube_jobs import CONN, new_spec
 

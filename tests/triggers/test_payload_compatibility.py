@@ -26,8 +26,8 @@ from airflow_provider_pathways.gke.status import PathwaysJobStatus
 from airflow_provider_pathways.operators.slurm import PathwaysSlurmServiceOperator, SlurmJobOperator
 from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
 from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
-from airflow_provider_pathways.slurm.cluster_env import Readiness
 from airflow_provider_pathways.slurm.job import SlurmJob
+from airflow_provider_pathways.slurm.service import Readiness
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "data" / "payloads"
 VERSIONS = sorted(path.name for path in PAYLOADS.iterdir())

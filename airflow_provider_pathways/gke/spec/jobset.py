@@ -5,22 +5,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_pathways.gke.spec.constants import (
+from airflow_provider_pathways.gke.objects import (
+    ACCELERATOR_LABEL,
+    COORDINATOR_LABEL,
     HEAD_REPLICATED_JOB,
-    JOBSET_API_VERSION,
+    JOBSET,
+    JOBSET_NAME_LABEL,
     PROXY_CONTAINER,
     PROXY_IMAGE,
     PROXY_PORT,
+    REPLICATED_JOB_LABEL,
     RM_CONTAINER,
     RM_PORT,
     SERVER_IMAGE,
     SIDECAR_CONTAINER,
+    TOPOLOGY_LABEL,
     WORKER_CONTAINER,
     WORKER_PORT,
     WORKER_REPLICATED_JOB,
 )
-from airflow_provider_pathways.gke.spec.machine_rules import derivation_problems
-from airflow_provider_pathways.gke.spec.problems import PathwaysSpecError
+from airflow_provider_pathways.gke.spec.checks import PathwaysSpecError
+from airflow_provider_pathways.gke.spec.validation import derivation_problems
 
 if TYPE_CHECKING:
     from airflow_provider_pathways.gke.spec.model import PathwaysJobSpec
@@ -28,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["render_jobset"]
 
 _EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
-_COORDINATOR_LABEL = "metadata.labels['jobset.sigs.k8s.io/coordinator']"
+_COORDINATOR_LABEL = f"metadata.labels['{COORDINATOR_LABEL}']"
 
 
 def _field_env(name: str, field_path: str) -> dict[str, Any]:
@@ -110,10 +115,8 @@ class _Renderer:
             "imagePullPolicy": "Always",
             "args": args,
             "env": [
-                _field_env(
-                    "REPLICATED_JOB_NAME", "metadata.annotations['jobset.sigs.k8s.io/replicatedjob-name']"
-                ),
-                _field_env("JOBSET_NAME", "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"),
+                _field_env("REPLICATED_JOB_NAME", f"metadata.annotations['{REPLICATED_JOB_LABEL}']"),
+                _field_env("JOBSET_NAME", f"metadata.annotations['{JOBSET_NAME_LABEL}']"),
                 _field_env("HOST_ADDRESS", _COORDINATOR_LABEL),
                 {"name": "TPU_SKIP_MDS_QUERY", "value": "true"},
                 *self.env("pathways_server"),
@@ -174,8 +177,8 @@ class _Renderer:
         workers = self.spec.workers
         return {
             **(workers.node_selector or {}),
-            "cloud.google.com/gke-tpu-accelerator": self.spec.gke_accelerator,
-            "cloud.google.com/gke-tpu-topology": workers.topology,
+            ACCELERATOR_LABEL: self.spec.gke_accelerator,
+            TOPOLOGY_LABEL: workers.topology,
         }
 
     @property
@@ -223,7 +226,7 @@ class _Renderer:
                     {
                         "labelSelector": {
                             "matchExpressions": [
-                                {"key": "jobset.sigs.k8s.io/jobset-name", "operator": "In", "values": [name]}
+                                {"key": JOBSET_NAME_LABEL, "operator": "In", "values": [name]}
                             ]
                         },
                         "topologyKey": "cloud.google.com/gke-nodepool",
@@ -236,7 +239,7 @@ class _Renderer:
                         "labelSelector": {
                             "matchExpressions": [
                                 {
-                                    "key": "jobset.sigs.k8s.io/jobset-name",
+                                    "key": JOBSET_NAME_LABEL,
                                     "operator": "NotIn",
                                     "values": [name],
                                 },
@@ -276,10 +279,8 @@ class _Renderer:
                 _field_env(
                     "MEGASCALE_NUM_SLICES", "metadata.labels['jobset.sigs.k8s.io/replicatedjob-replicas']"
                 ),
-                _field_env("JOBSET_NAME", "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"),
-                _field_env(
-                    "REPLICATED_JOB_NAME", "metadata.annotations['jobset.sigs.k8s.io/replicatedjob-name']"
-                ),
+                _field_env("JOBSET_NAME", f"metadata.annotations['{JOBSET_NAME_LABEL}']"),
+                _field_env("REPLICATED_JOB_NAME", f"metadata.annotations['{REPLICATED_JOB_LABEL}']"),
                 _field_env("MEGASCALE_SLICE_ID", "metadata.labels['jobset.sigs.k8s.io/job-index']"),
                 _pathways_head_env(),
                 _field_env("MEGASCALE_COORDINATOR_ADDRESS", _COORDINATOR_LABEL),
@@ -349,7 +350,7 @@ class _Renderer:
             # With a user program the job ends when the head succeeds; headless jobs run until deleted.
             body["successPolicy"] = {"operator": "All", "targetReplicatedJobs": [HEAD_REPLICATED_JOB]}
         body["suspend"] = False
-        return {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": metadata, "spec": body}
+        return {"apiVersion": JOBSET.api_version, "kind": JOBSET.kind, "metadata": metadata, "spec": body}
 
 
 def _env_copy(entries: Any) -> list[dict[str, Any]]:

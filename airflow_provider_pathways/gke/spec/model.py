@@ -1,42 +1,373 @@
-"""Typed model of a PathwaysJob (``pathways-job.pathways.domain/v1``): load, render and derived values.
+"""Typed model of a PathwaysJob (``pathways-job.pathways.domain/v1``): its sections (workers,
+controller, custom components), loading from a manifest, rendering and derived values.
 
 Parsing and validation are separate: ``from_dict``/``from_yaml`` reject only what the model cannot hold
 (unknown fields, a missing ``workers`` or ``controller``, a ``workers`` list without exactly one entry,
-another kind); ``validate(kind=...)`` checks values: the CRD's schema first, then the rules of the kind
-of job that is submitted. Unset optional fields are ``None`` and are left out when rendering, so a
-loaded manifest renders back equal.
+another kind), each problem named by its field path; ``validate(kind=...)`` checks values: the CRD's
+schema first, then the rules of the kind of job that is submitted. Unset optional fields are ``None``
+and are left out when rendering, so a loaded manifest renders back equal.
 """
 
 from __future__ import annotations
 
+import copy
+import difflib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
 
 from airflow_provider_pathways.gke import tpu
-from airflow_provider_pathways.gke.naming import coordinator_label_value
-from airflow_provider_pathways.gke.spec import validation, yaml_io
-from airflow_provider_pathways.gke.spec.constants import (
-    API_VERSION,
+from airflow_provider_pathways.gke.objects import (
+    ACCELERATOR_LABEL,
     HEAD_REPLICATED_JOB,
-    KIND,
-    PROXY_PORT,
+    JOBSET,
+    MAIN_CONTAINER,
+    PATHWAYS_JOB,
     WORKER_REPLICATED_JOB,
+    JobKind,
+    coordinator_label_value,
+    proxy_address,
 )
-from airflow_provider_pathways.gke.spec.fields import as_mapping, read_fields, render_fields, unknown_keys
-from airflow_provider_pathways.gke.spec.machine_rules import device_type_problem
-from airflow_provider_pathways.gke.spec.manifest import (
-    MANIFEST_KEYS,
-    METADATA_FIELDS,
-    check_identity,
-    parse_spec,
+from airflow_provider_pathways.gke.spec import yaml_io
+from airflow_provider_pathways.gke.spec.checks import (
+    PathwaysSpecError,
+    SpecProblem,
+    max_name_length,
+    missing_name_problem,
 )
-from airflow_provider_pathways.gke.spec.name_rules import max_name_length, missing_name_problem
-from airflow_provider_pathways.gke.spec.problems import PathwaysSpecError, SpecProblem
-from airflow_provider_pathways.gke.spec.sections import ControllerSpec, CustomComponent, WorkerSpec
+from airflow_provider_pathways.gke.spec.validation import device_type_problem, spec_problems
+
+API_VERSION = PATHWAYS_JOB.api_version
+KIND = PATHWAYS_JOB.kind
+JOBSET_API_VERSION = JOBSET.api_version
+
+# Metadata a live object carries that says nothing about the desired job; ignored when loading.
+_LIVE_METADATA_KEYS = frozenset(
+    {
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+        "selfLink",
+        "ownerReferences",
+        "finalizers",
+    }
+)
+
+
+def strip_none(value: Any) -> Any:
+    """A deep copy without ``None``-valued mapping entries (the API server prunes them too)."""
+    if isinstance(value, Mapping):
+        return {k: strip_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [strip_none(v) for v in value]
+    return copy.deepcopy(value)
+
+
+def render_fields(
+    obj: object, fields: Sequence[tuple[str, str]], always: Sequence[str] = ()
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, attr in fields:
+        value = getattr(obj, attr)
+        if value is not None or key in always:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def unknown_keys(
+    data: Mapping[str, Any], allowed: Sequence[str], path: str, problems: list[SpecProblem], what: str
+) -> None:
+    for key in data:
+        if key in allowed or (path == "metadata" and key in _LIVE_METADATA_KEYS):
+            continue
+        close = difflib.get_close_matches(str(key), list(allowed), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        problems.append(
+            SpecProblem(
+                f"{path}.{key}" if path else str(key),
+                f"is not a field of {what}",
+                f"{hint}remove it; valid fields are {', '.join(allowed)}",
+            )
+        )
+
+
+def read_fields(
+    data: Mapping[str, Any],
+    fields: Sequence[tuple[str, str]],
+    path: str,
+    problems: list[SpecProblem],
+    what: str,
+    required: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Keyword arguments for a dataclass from a CRD mapping; null values count as unset."""
+    unknown_keys(data, [key for key, _ in fields], path, problems, what)
+    for key in required:
+        if data.get(key) is None:
+            problems.append(SpecProblem(f"{path}.{key}", "is missing", f"set {key}; the CRD requires it"))
+    return {attr: copy.deepcopy(data[key]) for key, attr in fields if data.get(key) is not None}
+
+
+_T = TypeVar("_T")
+
+
+def build_section(
+    cls: Callable[..., _T],
+    data: Mapping[str, Any],
+    fields: Sequence[tuple[str, str]],
+    path: str,
+    problems: list[SpecProblem],
+    what: str,
+    required: Sequence[str] = (),
+) -> _T | None:
+    """An instance from a CRD mapping, or None (with the reasons in ``problems``)."""
+    before = len(problems)
+    kwargs = read_fields(data, fields, path, problems, what, required)
+    return cls(**kwargs) if len(problems) == before else None
+
+
+def load_section(
+    cls: Callable[..., _T],
+    data: Mapping[str, Any],
+    fields: Sequence[tuple[str, str]],
+    path: str,
+    what: str,
+    required: Sequence[str] = (),
+) -> _T:
+    problems: list[SpecProblem] = []
+    built = build_section(cls, data, fields, path, problems, what, required)
+    if built is None:
+        raise PathwaysSpecError(problems)
+    return built
+
+
+def as_mapping(value: Any, path: str, problems: list[SpecProblem]) -> Mapping[str, Any] | None:
+    if isinstance(value, Mapping):
+        return value
+    problems.append(
+        SpecProblem(path, f"must be a mapping, not {type(value).__name__}", "write it as key: value pairs")
+    )
+    return None
+
+
+def as_list(value: Any, path: str, problems: list[SpecProblem]) -> list[Any] | None:
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
+    problems.append(
+        SpecProblem(path, f"must be a list, not {type(value).__name__}", "write it as a YAML list")
+    )
+    return None
+
+
+# (CRD key, attribute) pairs in the order they are rendered.
+WORKER_FIELDS = (
+    ("type", "type"),
+    ("topology", "topology"),
+    ("numSlices", "num_slices"),
+    ("maxSliceRestarts", "max_slice_restarts"),
+    ("terminationGracePeriodSeconds", "termination_grace_period_seconds"),
+    ("priorityClassName", "priority_class_name"),
+    ("nodeSelector", "node_selector"),
+)
+CONTROLLER_FIELDS = (
+    ("deploymentMode", "deployment_mode"),
+    ("mainContainerName", "main_container_name"),
+    ("elasticSlices", "elastic_slices"),
+    ("enableMetricsCollection", "enable_metrics_collection"),
+    ("template", "template"),
+)
+COMPONENT_FIELDS = (
+    ("componentType", "component_type"),
+    ("image", "image"),
+    ("customFlags", "custom_flags"),
+    ("customEnv", "custom_env"),
+)
+WORKER_REQUIRED = ("type", "topology")
+COMPONENT_REQUIRED = ("componentType",)
+
+
+@dataclass
+class WorkerSpec:
+    """``spec.workers[0]``: the TPU slices (machine type, topology, count) the workers run on."""
+
+    type: str
+    topology: str
+    num_slices: int = 1
+    max_slice_restarts: int | None = None
+    termination_grace_period_seconds: int | None = None
+    priority_class_name: str | None = None
+    node_selector: dict[str, str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The CRD form of this worker entry."""
+        return render_fields(self, WORKER_FIELDS, always=("type", "topology", "numSlices"))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], path: str = "spec.workers[0]") -> WorkerSpec:
+        """Load a CRD worker entry; raise PathwaysSpecError for unknown or missing fields."""
+        return load_section(cls, data, WORKER_FIELDS, path, "a worker", WORKER_REQUIRED)
+
+
+@dataclass
+class ControllerSpec:
+    """``spec.controller``: deployment mode and the user's pod template (``None`` = headless)."""
+
+    deployment_mode: str = "default"
+    main_container_name: str = MAIN_CONTAINER
+    elastic_slices: int | None = None
+    enable_metrics_collection: bool | None = None
+    template: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The CRD form of the controller; the template is copied without null entries."""
+        out = render_fields(self, CONTROLLER_FIELDS, always=("deploymentMode", "mainContainerName"))
+        if self.template is not None:
+            out["template"] = strip_none(self.template)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], path: str = "spec.controller") -> ControllerSpec:
+        """Load a CRD controller mapping; raise PathwaysSpecError for unknown fields."""
+        return load_section(cls, data, CONTROLLER_FIELDS, path, "the controller")
+
+    @property
+    def containers(self) -> list[Any]:
+        """The template's containers, or ``[]`` when there is no usable template."""
+        spec = self.template.get("spec") if isinstance(self.template, Mapping) else None
+        containers = spec.get("containers") if isinstance(spec, Mapping) else None
+        return list(containers) if isinstance(containers, list) else []
+
+
+@dataclass
+class CustomComponent:
+    """``spec.customComponents[i]``: image, extra flags and env for one Pathways component."""
+
+    component_type: str
+    image: str | None = None
+    custom_flags: list[str] | None = None
+    custom_env: list[dict[str, Any]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The CRD form of this component."""
+        out = render_fields(self, COMPONENT_FIELDS, always=("componentType",))
+        if self.custom_env is not None:
+            out["customEnv"] = strip_none(self.custom_env)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], path: str = "spec.customComponents[0]") -> CustomComponent:
+        """Load a CRD custom component; raise PathwaysSpecError for unknown or missing fields."""
+        return load_section(cls, data, COMPONENT_FIELDS, path, "a custom component", COMPONENT_REQUIRED)
+
+
+METADATA_FIELDS = (
+    ("name", "name"),
+    ("namespace", "namespace"),
+    ("labels", "labels"),
+    ("annotations", "annotations"),
+)
+SPEC_KEYS = ("maxRestarts", "pathwaysVersion", "pathwaysDir", "customComponents", "workers", "controller")
+MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec", "status")
+
+
+def check_identity(data: Mapping[str, Any]) -> None:
+    """Raise at once for another apiVersion or kind: nothing else about such a document is useful."""
+    problems: list[SpecProblem] = []
+    kind = data.get("kind")
+    if kind is not None and kind != KIND:
+        fix = f"load a {KIND} manifest (apiVersion {API_VERSION})"
+        if kind == JobKind.JOBSET.value:
+            fix += "; JobSets are rendered from a PathwaysJobSpec with to_jobset(), not loaded"
+        problems.append(SpecProblem("kind", f"is {kind!r}, not {KIND!r}", fix))
+    api_version = data.get("apiVersion")
+    if api_version is not None and api_version != API_VERSION:
+        problems.append(
+            SpecProblem(
+                "apiVersion", f"is {api_version!r}, not {API_VERSION!r}", f"set apiVersion: {API_VERSION}"
+            )
+        )
+    if problems:
+        raise PathwaysSpecError(problems)
+
+
+def parse_spec(spec: Mapping[str, Any], problems: list[SpecProblem]) -> dict[str, Any]:
+    """Constructor keywords for the spec part of a PathwaysJobSpec; structural problems go to ``problems``."""
+    unknown_keys(spec, SPEC_KEYS, "spec", problems, "a PathwaysJob spec")
+    kwargs: dict[str, Any] = {}
+    for key, attr in (
+        ("maxRestarts", "max_restarts"),
+        ("pathwaysVersion", "pathways_version"),
+        ("pathwaysDir", "pathways_dir"),
+    ):
+        if spec.get(key) is not None:
+            kwargs[attr] = copy.deepcopy(spec[key])
+
+    workers = spec.get("workers")
+    if workers is None:
+        problems.append(
+            SpecProblem("spec.workers", "is missing", "add exactly one worker entry (type, topology)")
+        )
+    elif (entries := as_list(workers, "spec.workers", problems)) is not None:
+        if len(entries) != 1:
+            problems.append(
+                SpecProblem(
+                    "spec.workers",
+                    f"has {len(entries)} entries; a PathwaysJob takes exactly one",
+                    "keep a single worker entry (one machine type and topology per job)",
+                )
+            )
+        elif (entry := as_mapping(entries[0], "spec.workers[0]", problems)) is not None:
+            worker = build_section(
+                WorkerSpec, entry, WORKER_FIELDS, "spec.workers[0]", problems, "a worker", WORKER_REQUIRED
+            )
+            if worker is not None:
+                kwargs["workers"] = worker
+
+    controller = spec.get("controller")
+    if controller is None:
+        problems.append(
+            SpecProblem(
+                "spec.controller",
+                "is missing; the CRD requires it (without a template the job is headless and never finishes)",
+                "add controller: {deploymentMode: default, template: <pod template of the program>}, "
+                "or controller: {deploymentMode: default} for a headless job",
+            )
+        )
+    elif (mapping := as_mapping(controller, "spec.controller", problems)) is not None:
+        built = build_section(
+            ControllerSpec, mapping, CONTROLLER_FIELDS, "spec.controller", problems, "the controller"
+        )
+        if built is not None:
+            kwargs["controller"] = built
+
+    components = spec.get("customComponents")
+    if (
+        components is not None
+        and (items := as_list(components, "spec.customComponents", problems)) is not None
+    ):
+        parsed: list[CustomComponent] = []
+        for index, item in enumerate(items):
+            path = f"spec.customComponents[{index}]"
+            if (mapping := as_mapping(item, path, problems)) is not None:
+                component = build_section(
+                    CustomComponent,
+                    mapping,
+                    COMPONENT_FIELDS,
+                    path,
+                    problems,
+                    "a custom component",
+                    COMPONENT_REQUIRED,
+                )
+                if component is not None:
+                    parsed.append(component)
+        kwargs["custom_components"] = parsed
+    return kwargs
 
 
 @dataclass(kw_only=True)
@@ -98,7 +429,9 @@ class PathwaysJobSpec:
             names = [
                 c.get("name") for c in ControllerSpec(template=template).containers if isinstance(c, Mapping)
             ]
-            main_container_name = names[0] if len(names) == 1 and isinstance(names[0], str) else "main"
+            main_container_name = (
+                names[0] if len(names) == 1 and isinstance(names[0], str) else MAIN_CONTAINER
+            )
         return cls(
             name=name,
             namespace=namespace,
@@ -238,7 +571,7 @@ class PathwaysJobSpec:
 
         ``kind`` is ``PathwaysJob`` (the controller renders the JobSet) or ``JobSet`` (``to_jobset()``).
         """
-        return validation.spec_problems(self, kind)
+        return spec_problems(self, kind)
 
     def validate(self, kind: str = tpu.PATHWAYSJOB_KIND) -> PathwaysJobSpec:
         """Raise one PathwaysSpecError listing every problem; return ``self`` when there is none."""
@@ -291,17 +624,20 @@ class PathwaysJobSpec:
         """Tag of the Pathways images: ``pathways_version`` or ``latest``."""
         return self.pathways_version or "latest"
 
+    def _required_name(self) -> str:
+        if not isinstance(self.name, str) or not self.name:
+            raise PathwaysSpecError([missing_name_problem()])
+        return self.name
+
     @property
     def head_host(self) -> str:
         """In-cluster DNS name of the head pod: ``<name>-pathways-head-0-0.<name>``."""
-        if not isinstance(self.name, str) or not self.name:
-            raise PathwaysSpecError([missing_name_problem()])
-        return coordinator_label_value(self.name)
+        return coordinator_label_value(self._required_name())
 
     @property
     def proxy_address(self) -> str:
         """Address JAX clients use: ``grpc://<name>-pathways-head-0-0.<name>:29000``."""
-        return f"grpc://{self.head_host}:{PROXY_PORT}"
+        return proxy_address(self._required_name())
 
     @property
     def max_name_length(self) -> int:
@@ -353,16 +689,14 @@ def _guessed_shape(workers: WorkerSpec) -> tpu.SliceShape:
     family, per_vm = match["family"], int(match["chips"])
     known = [s for (m, _), s in tpu.gke_slices().items() if m.split("-")[0] == family]
     selector = workers.node_selector if isinstance(workers.node_selector, Mapping) else {}
-    accelerator = selector.get("cloud.google.com/gke-tpu-accelerator") or (
-        known[0].gke_accelerator if known else None
-    )
+    accelerator = selector.get(ACCELERATOR_LABEL) or (known[0].gke_accelerator if known else None)
     if not accelerator or not known:
         raise PathwaysSpecError(
             [
                 SpecProblem(
                     field_path,
                     f"machine type {machine!r} is of a TPU family this provider does not know",
-                    "set node_selector={'cloud.google.com/gke-tpu-accelerator': ...} and a known family, "
+                    f"set node_selector={{{ACCELERATOR_LABEL!r}: ...}} and a known family, "
                     "or use a machine type from tpu.gke_machine_types()",
                 )
             ]

@@ -16,8 +16,7 @@ from collections.abc import Iterator, Mapping
 from importlib import resources
 from typing import Any
 
-from airflow_provider_pathways.gke.spec.constants import INT32_MAX, INT64_MAX
-from airflow_provider_pathways.gke.spec.problems import SpecProblem
+from airflow_provider_pathways.gke.spec.checks import INT32_MAX, INT64_MAX, SpecProblem
 
 __all__ = ["crd_schema", "field_path", "structural_problems"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from airflow_provider_pathways.gke.spec.problems import PathwaysSpecError, SpecProblem
+from airflow_provider_pathways.gke.spec.checks import PathwaysSpecError, SpecProblem
 
 __all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_YAML_BYTES", "BlockDumper", "load_documents"]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_pathways.gke import tpu
-from airflow_provider_pathways.gke.naming import default_job_name
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec, WorkerSpec
-from airflow_provider_pathways.gke.spec.machine_rules import machine_problems
+from airflow_provider_pathways.gke.spec.validation import machine_problems
+from airflow_provider_pathways.gke.task_job import default_job_name
 
 UPSTREAM = Path(__file__).resolve().parents[2] / "data" / "upstream"
 CRD_MACHINE_TYPES = (  # pathwaysjob_types.go: +kubebuilder:validation:Enum of MachineType
