@@ -182,7 +182,16 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         problems = self.input_problems()
         if problems:
             raise PathwaysSpecRejected("nothing was submitted:\n" + "\n".join(f"  {p}" for p in problems))
+        self.start_try(context)
         return self.run_job(context)
+
+    def start_try(self, context: Context) -> tuple[str, int]:
+        """Remember which task instance and try this is (its marker and try number) before anything
+        is submitted: a try killed at any point after its submission (a partitioned worker thawed
+        after a newer try took its job over) can then still tell that a newer try follows the job."""
+        self._marker = marker = self.marker(context)
+        self._try_number = try_number = int(getattr(context["ti"], "try_number", 1) or 1)
+        return marker, try_number
 
     def describe_job(self, external_id: JsonValue) -> str:
         return f"Slurm job {external_id}"
@@ -267,17 +276,16 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         """A try after the first writes its number into the job's comment: an older try of the task
         instance that is killed later (superseded, its worker partitioned) then leaves the job to
         this one. Best effort: a job left unmarked is only less protected."""
-        self._marker = self.marker(context)
-        self._try_number = int(getattr(context["ti"], "try_number", 1) or 1)
-        if self._try_number <= 1 or self._job_id is None:
+        marker, try_number = self.start_try(context)
+        if try_number <= 1 or self._job_id is None:
             return
         try:
-            self.hook.set_job_comment(self._job_id, following_comment(self._marker, self._try_number))
+            self.hook.set_job_comment(self._job_id, following_comment(marker, try_number))
         except Exception as err:
             self.log.warning(
                 "Could not mark Slurm job %s as followed by try %s: %s",
                 self._job_id,
-                self._try_number,
+                try_number,
                 describe_error(err),
             )
 

@@ -18,7 +18,7 @@ import pytest
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.hooks.slurm import SlurmHook
-from airflow_provider_pathways.operators.slurm import PathwaysSlurmServiceOperator
+from airflow_provider_pathways.operators.slurm import PathwaysSlurmServiceOperator, SlurmJobOperator
 from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
 from tests.lost_answer import LosingRelay
 from tests.slurm.conftest import wait_for
@@ -573,6 +573,74 @@ def test_a_job_whose_submission_answer_was_lost_is_followed_not_submitted_again(
     assert "which an earlier try of this task instance submitted without learning its id" in logs
     assert "the one run: done" in logs
     assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 1
+
+
+class _WorkerFrozenAfterSubmitting:
+    """The task instance of try 1 as the task runner gives it, whose worker stops (a network
+    partition, SIGSTOP) in the first call after the submission: pushing the job id to XCom."""
+
+    dag_id, task_id, map_index, try_number, max_tries = "superseded_early", "train", -1, 1, 0
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.frozen = threading.Event()
+        self.thawed = threading.Event()
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        if key == "job_id" and not self.frozen.is_set():
+            self.frozen.set()
+            self.thawed.wait(120)
+
+
+@pytest.mark.parametrize("conn", TRANSPORTS)
+def test_a_try_killed_right_after_submitting_leaves_the_job_a_newer_try_follows(
+    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Try 1 submits its job and its worker stops before it follows the job; try 2 takes the job
+    over (its try number in the job's comment); when try 1's worker comes back its supervisor kills
+    it (``on_kill``, from the signal handler, while ``execute`` is where it stopped). Try 1 knows
+    which try it is from its start, so it leaves the job running for try 2 instead of cancelling
+    it (the real deployment's ``superseded`` scenario met this once in a slow run)."""
+    name = f"superseded-early-{uuid.uuid4().hex[:8]}"
+    ti = _WorkerFrozenAfterSubmitting(run_id=f"manual__{name}")
+    operator = SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=conn,
+        job_name=name,
+        script="#!/bin/bash\nsleep 300\n",
+        deferrable=False,
+        poll_interval=0.2,
+    )
+    failures: list[BaseException] = []
+
+    def run_try_1() -> None:
+        try:
+            operator.execute({"ti": ti})  # type: ignore[arg-type]
+        except BaseException as err:  # the job ends cancelled below: the try fails
+            failures.append(err)
+
+    thread = threading.Thread(target=run_try_1, daemon=True)
+    thread.start()
+    job_id = None
+    try:
+        assert ti.frozen.wait(60), "try 1 never submitted its job"
+        rows = wait_for(lambda: squeue("-n", name, "-o", "%i"), f"job {name} in the queue", 60)
+        job_id = rows[0][0]
+        subprocess.run(  # try 2 follows the job now
+            ["scontrol", "update", f"JobId={job_id}", f"Comment={_comment(job_id)} try=2"],
+            check=True,
+            capture_output=True,
+        )
+        operator.on_kill()  # try 1's worker is back: its supervisor kills it
+        logs = capfd.readouterr().out
+        left = f"Left Slurm job {job_id} alone: try 2 of this task instance follows it (this is try 1)"
+        assert left in logs
+        assert job_state(job_id) in ("PENDING", "RUNNING")
+    finally:
+        if job_id is not None:
+            subprocess.run(["scancel", job_id], check=False)
+        ti.thawed.set()
+        thread.join(60)
 
 
 def _comment(job_id: str) -> str:
