@@ -352,6 +352,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         """Common checks when the trigger fired: the job id back (from the operator's ``kwargs``, else
         the event; both this task instance's own, also when it is mapped), timeouts and trigger
         errors."""
+        self.start_try(context)
         self._job_id = int(job_id if job_id is not None else event["job_id"])
         self.check_trigger_event(context, event)
 

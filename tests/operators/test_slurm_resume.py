@@ -18,7 +18,7 @@ LOST = "Slurm forgot the job and accounting has no record of it"
 class MappedTaskInstance:
     """Map index 1 of a task whose three indexes each pushed their job id (1001, 1002, 1003)."""
 
-    map_index = 1
+    dag_id, task_id, run_id, map_index, try_number = "train_mapped", "train", "manual__1", 1, 1
 
     def xcom_pull(self, *args: Any, **kwargs: Any) -> Any:
         return [1001, 1002, 1003]  # what a pull without map_indexes returns for a mapped task

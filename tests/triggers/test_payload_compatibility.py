@@ -115,6 +115,18 @@ def with_newer_keys(event: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class _TaskInstance:
+    """What a resumed task's context holds as ``ti``: its identity and XCom."""
+
+    dag_id, task_id, run_id, map_index, try_number = "compat", "train", "manual__1", -1, 1
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        pass
+
+    def xcom_pull(self, *args: Any, **kwargs: Any) -> Any:
+        return None
+
+
 @pytest.mark.parametrize("newer", [False, True], ids=["as-frozen", "with-newer-keys"])
 def test_the_resumed_tasks_read_the_events_the_same_way(newer: bool) -> None:
     """The tasks that wait in the triggerer draw the same conclusions from each version's events."""
@@ -132,19 +144,20 @@ def test_the_resumed_tasks_read_the_events_the_same_way(newer: bool) -> None:
     # infrastructure failure, the rule for a forgotten workload changed; what the event says did not)
     workload = SlurmJobOperator(task_id="train", script="#!/bin/bash\ntrue\n", deferrable=True)
     with pytest.raises(PathwaysOutcomeUnknown, match="no longer known") as unknown:
-        workload.execute_complete({}, event("slurm_job/done_lost.json"), **extra)  # type: ignore[arg-type]
+        workload.execute_complete({"ti": _TaskInstance()}, event("slurm_job/done_lost.json"), **extra)  # type: ignore[arg-type]
     assert unknown.value.job == "4242"
     resubmitting = SlurmJobOperator(
         task_id="train", script="#!/bin/bash\ntrue\n", deferrable=True, resubmit_if_outcome_unknown=True
     )
     with pytest.raises(PathwaysInfrastructureFailure, match="no longer known") as lost:
-        resubmitting.execute_complete({}, event("slurm_job/done_lost.json"), **extra)  # type: ignore[arg-type]
+        resubmitting.execute_complete({"ti": _TaskInstance()}, event("slurm_job/done_lost.json"), **extra)  # type: ignore[arg-type]
     assert lost.value.job == "4242"
 
     service_args = {"slice_shape": "2x4", "min_slices": 2, "max_slices": 2, "gcs_bucket": "b"}
     service = PathwaysSlurmServiceOperator(task_id="service", script_path="/s.sh", **service_args)
     with pytest.raises(PathwaysUserProgramFailed, match="ended before it was ready: FAILED") as ended:
-        service.execute_complete({}, event("pathways_cluster_env/service_ended.json"), **extra)  # type: ignore[arg-type]
+        ended_event = event("pathways_cluster_env/service_ended.json")
+        service.execute_complete({"ti": _TaskInstance()}, ended_event, **extra)  # type: ignore[arg-type]
     assert (ended.value.job, ended.value.exit_code) == ("4240", 7)
 
     env_sensor = PathwaysClusterEnvSensor(task_id="env", service_job_id=4240)
