@@ -36,6 +36,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airflow_home import bootstrap_airflow
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONN_ID = "kube_bench"
 TOKEN_ENV = "BENCH_KUBE_TOKEN"
@@ -140,18 +142,6 @@ class ReferenceWatcher:
 
 
 # ---- helpers --------------------------------------------------------------------------------------
-
-
-def bootstrap_airflow() -> str:
-    """An empty AIRFLOW_HOME (set before airflow is imported) and quiet provider logs."""
-    home = tempfile.mkdtemp(prefix="bench-airflow-home-")
-    os.environ["AIRFLOW_HOME"] = home
-    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
-    # The trigger and sensor log every status at INFO; keep the report readable.
-    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
-    return home
 
 
 def make_spec(namespace: str, *, slices: int, tpu_type: str = "v6e-4", **knobs: Any) -> PathwaysJobSpec:

@@ -28,6 +28,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airflow_home import bootstrap_airflow
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONN_ID = "kube_bench"
 NAMESPACE = "bench-triggers"
@@ -37,15 +39,6 @@ TPU_TYPE = "v6e-4"  # 2x2, one VM per slice: one worker pod per job
 if TYPE_CHECKING:
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
     from sandbox.kube.launcher import KubeStandin
-
-
-def bootstrap_airflow() -> None:
-    """An empty AIRFLOW_HOME (set before airflow is imported), quiet INFO logs, repo on sys.path."""
-    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="bench-airflow-home-")
-    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
-    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
 
 
 def rss_mib() -> float:

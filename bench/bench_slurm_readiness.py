@@ -26,7 +26,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -35,6 +34,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from airflow_home import bootstrap_airflow
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STATE_DIR = Path(os.environ.get("SANDBOX_STATE_DIR") or REPO_ROOT / ".sandbox" / "slurm").resolve()
@@ -50,16 +51,6 @@ if TYPE_CHECKING:
 
 
 # ---- sandbox and Airflow set-up -------------------------------------------------------------------
-
-
-def bootstrap_airflow() -> None:
-    """An empty AIRFLOW_HOME (set before airflow is imported) and quiet provider logs."""
-    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="bench-airflow-home-")
-    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
-    # The trigger and the sensor log every poll at INFO; keep the report readable.
-    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
 
 
 CLI: list[str] = []  # the prefix that runs Slurm's commands against the cluster being measured

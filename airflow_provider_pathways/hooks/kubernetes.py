@@ -1,4 +1,4 @@
-"""Hook for PathwaysJobs and their JobSets, with ``a_*`` async twins for triggers, and what only it
+"""Hook for PathwaysJobs and their JobSets (async, with sync methods over it), and what only it
 uses: which API errors are worth a retry, watches of a job's objects (resumed from the last
 resourceVersion, re-listed on 410), and a task instance's jobs, found by owner labels, marked by the
 try that follows them and deleted only under the rules of
@@ -11,17 +11,17 @@ import asyncio
 import contextlib
 import functools
 import json
+import ssl
 import time
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
-import urllib3
 import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
-from kubernetes.client import ApiException
 from kubernetes_asyncio import client as async_client
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
@@ -65,6 +65,7 @@ from airflow_provider_pathways.hooks.kubernetes_google import (
     PathwaysAsyncKubernetesHook,
     sync_api_client,
 )
+from airflow_provider_pathways.loop_thread import LoopThread, blocking
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     TRANSIENT_HTTP_STATUSES,
@@ -92,12 +93,12 @@ def credentials_refused(conn_id: str | None, gcp_conn_id: str | None) -> Credent
 
 def is_transient(err: BaseException) -> bool:
     """A Kubernetes API error worth retrying: a status of ``TRANSIENT_HTTP_STATUSES`` (429, 5xx,
-    408), or no answer at all; never another 4xx."""
-    if isinstance(err, (ApiException, AsyncApiException)):
+    408), or no answer at all; never another 4xx, nor a certificate the client does not trust."""
+    if isinstance(err, AsyncApiException):
         return err.status in TRANSIENT_HTTP_STATUSES or not err.status
-    return isinstance(
-        err, (urllib3.exceptions.HTTPError, aiohttp.ClientError, ConnectionError, TimeoutError, OSError)
-    )
+    if isinstance(err, (aiohttp.ClientConnectorCertificateError, ssl.SSLCertVerificationError)):
+        return False  # the server's certificate is not trusted: asking again changes nothing
+    return isinstance(err, (aiohttp.ClientError, ConnectionError, TimeoutError, OSError))
 
 
 def retry_after(err: BaseException) -> float | None:
@@ -290,6 +291,10 @@ class JobWatch:
 
 # Server-side timeout of one watch request; a healthy wait costs one request per period.
 DEFAULT_WATCH_TIMEOUT_SECONDS = 900
+#: How often :meth:`PathwaysJobHook.a_wait_until_deleted` looks whether the job is gone.
+DELETION_POLL_SECONDS = 0.5
+MERGE_PATCH = "application/merge-patch+json"
+_CONFLICT = 409
 _RAISE = object()
 T = TypeVar("T")
 
@@ -298,14 +303,31 @@ def _delete_options(preconditions: Mapping[str, str] | None) -> dict[str, Any]:
     return {"body": {"preconditions": dict(preconditions)}} if preconditions else {}  # DeleteOptions
 
 
+def _owned_by_pathways_job(obj: Mapping[str, Any]) -> bool:
+    return any(ref.get("kind") == PATHWAYS_JOB.kind for ref in owner_references(obj))
+
+
+def _changed_on_every_delete(ref: JobRef, verdict: Release) -> RuntimeError:
+    """A job that changed before each delete could run (409 on its preconditions) was not deleted:
+    the caller must not forget it. (``verdict`` is the last decision: only a delete loops.)"""
+    assert verdict is Release.DELETE
+    return RuntimeError(
+        f"{ref} changed before each of {RELEASE_ATTEMPTS} deletes (409 Conflict on the UID and "
+        "resourceVersion preconditions); it was not deleted"
+    )
+
+
 class PathwaysJobHook(KubernetesHook):
     """
     Create, follow and delete PathwaysJobs (or plain JobSets) through a Kubernetes connection.
 
     Uses the cncf-kubernetes connection (``kubernetes_conn_id``) unchanged, or, when it names
     ``gcp_conn_id``, reaches the GKE cluster it names with that Google identity
-    (:mod:`~airflow_provider_pathways.hooks.kubernetes_google`). Sync methods serve operators and
-    poke-mode sensors; each has an ``a_*`` twin for triggers that never blocks.
+    (:mod:`~airflow_provider_pathways.hooks.kubernetes_google`). The ``a_*`` methods
+    (kubernetes_asyncio) are the only implementation and serve triggers; each sync method, for
+    operators and poke-mode sensors, runs its ``a_*`` method on the hook's private event loop
+    (:mod:`~airflow_provider_pathways.loop_thread`), where one API client serves every sync call.
+    API errors are ``kubernetes_asyncio``'s :class:`~kubernetes_asyncio.client.exceptions.ApiException`.
     """
 
     conn_type = "pathways_gke"
@@ -328,6 +350,9 @@ class PathwaysJobHook(KubernetesHook):
             in_cluster=in_cluster,
             **kwargs,
         )
+        self.runner = LoopThread("kubernetes-hook-loop")
+        self._kept_client: tuple[asyncio.AbstractEventLoop, async_client.ApiClient] | None = None
+        self._finalizer = weakref.finalize(self, self.runner.stop)
 
     @classmethod
     def for_task(cls, task: Any) -> PathwaysJobHook:
@@ -339,6 +364,11 @@ class PathwaysJobHook(KubernetesHook):
             in_cluster=task.in_cluster,
         )
 
+    def close(self) -> None:
+        """Close the sync methods' API client and stop the private event loop (also done when the
+        hook is garbage-collected)."""
+        self._finalizer()
+
     def gke_target(self) -> GkeTarget | None:
         """The GKE cluster and Google identity of the connection; None for kubeconfig or in-cluster
         (also when the task gives ``config_file`` or ``in_cluster``, which win)."""
@@ -347,8 +377,9 @@ class PathwaysJobHook(KubernetesHook):
         return GkeTarget.from_extras(self.conn_id, self.conn_extras)
 
     def get_conn(self) -> Any:
-        """The Kubernetes API client: through the GKE API with a Google identity, or as the
-        cncf-kubernetes hook builds it."""
+        """The synchronous ``kubernetes`` API client of cncf-kubernetes' hook (``test_connection``,
+        ``custom_object_client``...): through the GKE API with a Google identity, or as the
+        cncf-kubernetes hook builds it. The hook's own methods do not use it."""
         target = self.gke_target()
         if target is None:
             return super().get_conn()
@@ -382,67 +413,99 @@ class PathwaysJobHook(KubernetesHook):
     def _log_retry(self, err: BaseException, delay: float) -> None:
         self.log.warning("Kubernetes API error (%s); retrying in %.1fs", describe_error(err), delay)
 
-    def _call(self, fn: Callable[[], T], *, gone: Any = _RAISE, gone_on: Collection[int] = (404,)) -> T:
-        """``fn()`` retried on 429 (after ``Retry-After``), 5xx and connection errors; ``gone``
-        instead of an answer with a status in ``gone_on`` (404), when given."""
-        try:
-            return self.call_retry.call(
-                fn, is_transient=is_transient, retry_after=retry_after, on_retry=self._log_retry
-            )
-        except ApiException as err:
-            if err.status == 401:
-                raise self._refused(self.conn_extras) from None
-            if gone is _RAISE or err.status not in gone_on:
-                raise
-            return gone  # type: ignore[no-any-return]
-
-    def _refused(self, extras: Mapping[str, Any]) -> Exception:
+    async def _refused(self) -> Exception:
         """The error for a 401 answer, naming the connection (and its Google one, if it signs in so)."""
+        extras = await self.async_hook.get_conn_extras()
         google = None if self.config_file or self.in_cluster else extras.get("gcp_conn_id")
         return credentials_refused(self.conn_id, google)
 
-    async def _a_refused(self) -> Exception:
-        return self._refused(await self.async_hook.get_conn_extras())
-
-    async def _a_call(
+    async def _call(
         self, fn: Callable[[], Awaitable[T]], *, gone: Any = _RAISE, gone_on: Collection[int] = (404,)
     ) -> T:
-        """Async twin of :meth:`_call`."""
+        """``fn()`` retried on 429 (after ``Retry-After``), 5xx and connection errors; ``gone``
+        instead of an answer with a status in ``gone_on`` (404), when given."""
         try:
             return await self.call_retry.a_call(
                 fn, is_transient=is_transient, retry_after=retry_after, on_retry=self._log_retry
             )
         except AsyncApiException as err:
             if err.status == 401:
-                raise await self._a_refused() from None
+                raise await self._refused() from None
             if gone is _RAISE or err.status not in gone_on:
                 raise
             return gone  # type: ignore[no-any-return]
 
-    # ---- sync API -------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def a_client(self) -> AsyncIterator[async_client.ApiClient]:
+        """An async API client on the hook's connection, shared by every hook of this event loop
+        with the same connection settings (a triggerer runs hundreds of triggers: one client, one
+        TLS context and one connection pool serve them all); closed when its last user is done.
+        On the hook's private loop, the sync methods' client stays open until the hook closes."""
+        loop = asyncio.get_running_loop()
+        if self.runner.owns(loop):
+            if self._kept_client is None or self._kept_client[0] is not loop:
+                client = await self._acquire_client(loop)
+                self._kept_client = (loop, client)
+            yield self._kept_client[1]
+            return
+        key = self._client_key()
+        pool = SHARED_CLIENTS.setdefault(loop, ClientPool())
+        shared = await pool.acquire(key, self.async_hook)
+        try:
+            yield shared.client
+        finally:
+            await pool.release(key, shared)
 
-    def _to_dict(self, obj: Any) -> Any:
-        return self.api_client.sanitize_for_serialization(obj)
+    def _client_key(self) -> tuple[Any, ...]:
+        return (self.conn_id, self.cluster_context, self.config_file, self.in_cluster)
 
-    def create_job(self, manifest: Mapping[str, Any], namespace: str) -> dict[str, Any]:
-        """Create the PathwaysJob or JobSet ``manifest``; raises :class:`ApiException` on 409."""
+    async def _acquire_client(self, loop: asyncio.AbstractEventLoop) -> async_client.ApiClient:
+        key = self._client_key()
+        pool = SHARED_CLIENTS.setdefault(loop, ClientPool())
+        shared = await pool.acquire(key, self.async_hook)
+        self.runner.at_stop(functools.partial(pool.release, key, shared))
+        return shared.client
+
+    @contextlib.asynccontextmanager
+    async def _using(
+        self, api_client: async_client.ApiClient | None
+    ) -> AsyncIterator[async_client.ApiClient]:
+        """``api_client`` when given (a caller reading several objects at once), else :meth:`a_client`."""
+        if api_client is not None:
+            yield api_client
+            return
+        async with self.a_client() as client:
+            yield client
+
+    # ---- the API (async; each sync method below runs the same coroutine) ------------------
+
+    async def a_create_job(self, manifest: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+        """Create the PathwaysJob or JobSet ``manifest``; raises ``ApiException`` (409) when its
+        name is taken, (422) when the API server refuses the object."""
         resource = JobKind(manifest["kind"]).resource
-        return self._call(
-            lambda: self.custom_object_client.create_namespaced_custom_object(
-                **resource.coordinates(namespace), body=dict(manifest)
+        async with self.a_client() as api_client:
+            return await self._call(
+                lambda: async_client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+                    **resource.coordinates(namespace), body=dict(manifest)
+                )
             )
-        )
 
-    def get_object(self, resource: CustomResource, name: str, namespace: str) -> dict[str, Any] | None:
+    async def a_get_object(
+        self,
+        resource: CustomResource,
+        name: str,
+        namespace: str,
+        api_client: async_client.ApiClient | None = None,
+    ) -> dict[str, Any] | None:
         """The custom object, or None when it does not exist."""
-        return self._call(
-            lambda: self.custom_object_client.get_namespaced_custom_object(
-                **resource.object_coordinates(namespace, name)
-            ),
-            gone=None,
-        )
+        async with self._using(api_client) as client:
+            api = async_client.CustomObjectsApi(client)
+            return await self._call(
+                lambda: api.get_namespaced_custom_object(**resource.object_coordinates(namespace, name)),
+                gone=None,
+            )
 
-    def delete_job(
+    async def a_delete_job(
         self,
         name: str,
         namespace: str,
@@ -451,64 +514,80 @@ class PathwaysJobHook(KubernetesHook):
     ) -> bool:
         """Delete the job and what it owns; False when already gone. With ``preconditions`` (``uid``,
         ``resourceVersion``) the API server refuses (409) to delete any other object."""
-        answer = self._call(
-            lambda: self.custom_object_client.delete_namespaced_custom_object(
-                **kind.resource.object_coordinates(namespace, name),
-                propagation_policy="Foreground",
-                **_delete_options(preconditions),
-            ),
-            gone=None,
-        )
+        async with self.a_client() as api_client:
+            answer = await self._call(
+                lambda: async_client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+                    **kind.resource.object_coordinates(namespace, name),
+                    propagation_policy="Foreground",
+                    **_delete_options(preconditions),
+                ),
+                gone=None,
+            )
         return answer is not None
 
-    def wait_until_deleted(self, name: str, namespace: str, kind: JobKind, timeout: float) -> None:
-        """Block until the job object is gone (its dependents go first with foreground deletion)."""
+    async def a_wait_until_deleted(self, name: str, namespace: str, kind: JobKind, timeout: float) -> None:
+        """Wait until the job object is gone (its dependents go first with foreground deletion);
+        raises :class:`TimeoutError` after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
-        while self.get_object(kind.resource, name, namespace) is not None:
+        while await self.a_get_object(kind.resource, name, namespace) is not None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{kind.value} {namespace}/{name} still exists after {timeout}s")
-            time.sleep(0.5)
+            await asyncio.sleep(DELETION_POLL_SECONDS)
 
-    def list_pods(self, name: str, namespace: str, replicated_job: str | None = None) -> list[dict[str, Any]]:
-        """Pods of the job's JobSet, optionally of one replicated job."""
-        pods = self._call(
-            lambda: self.core_v1_client.list_namespaced_pod(
-                namespace, label_selector=job_selector(name, replicated_job)
-            )
-        )
-        return self._to_dict(pods).get("items") or []
-
-    def list_jobs(self, name: str, namespace: str) -> list[dict[str, Any]]:
-        """The batch Jobs of the job's JobSet (they outlive their pods)."""
-        jobs = self._call(
-            lambda: self.batch_v1_client.list_namespaced_job(namespace, label_selector=job_selector(name))
-        )
-        return self._to_dict(jobs).get("items") or []
-
-    def list_workloads(
-        self, name: str, namespace: str, jobset: Mapping[str, Any] | None = None
+    async def a_list_pods(
+        self,
+        name: str,
+        namespace: str,
+        replicated_job: str | None = None,
+        api_client: async_client.ApiClient | None = None,
     ) -> list[dict[str, Any]]:
-        """Kueue Workloads owned by the JobSet; empty when Kueue is not installed.
+        """Pods of the job's JobSet, optionally of one replicated job."""
+        async with self._using(api_client) as client:
+            core = async_client.CoreV1Api(client)
+            selector = job_selector(name, replicated_job)
+            pods = await self._call(lambda: core.list_namespaced_pod(namespace, label_selector=selector))
+            return client.sanitize_for_serialization(pods).get("items") or []
 
-        With the JobSet, its Workload is read by the name Kueue gives it (one GET); else listed."""
-        own = own_workload_name(name, jobset)
-        workload = self.get_object(KUEUE_WORKLOAD, own, namespace) if own else None
-        if workload is not None:
-            return [workload]
-        listing = self._call(
-            lambda: self.custom_object_client.list_namespaced_custom_object(
-                **KUEUE_WORKLOAD.coordinates(namespace)
-            ),
-            gone={},
-        )
-        return [w for w in listing.get("items") or [] if owned_by_jobset(w, name)]
+    async def a_list_jobs(
+        self, name: str, namespace: str, api_client: async_client.ApiClient | None = None
+    ) -> list[dict[str, Any]]:
+        """The batch Jobs of the job's JobSet (they outlive their pods)."""
+        async with self._using(api_client) as client:
+            batch = async_client.BatchV1Api(client)
+            selector = job_selector(name)
+            jobs = await self._call(lambda: batch.list_namespaced_job(namespace, label_selector=selector))
+            return client.sanitize_for_serialization(jobs).get("items") or []
 
-    def list_events(self, name: str, namespace: str) -> list[dict[str, Any]]:
+    async def a_list_workloads(
+        self,
+        name: str,
+        namespace: str,
+        jobset: Mapping[str, Any] | None = None,
+        api_client: async_client.ApiClient | None = None,
+    ) -> list[dict[str, Any]]:
+        """Kueue Workloads owned by the JobSet; empty when Kueue is not installed. With the JobSet,
+        its Workload is read by the name Kueue gives it (one GET); else listed."""
+        async with self._using(api_client) as client:
+            own = own_workload_name(name, jobset)
+            workload = await self.a_get_object(KUEUE_WORKLOAD, own, namespace, client) if own else None
+            if workload is not None:
+                return [workload]
+            api = async_client.CustomObjectsApi(client)
+            listing = await self._call(
+                lambda: api.list_namespaced_custom_object(**KUEUE_WORKLOAD.coordinates(namespace)), gone={}
+            )
+            return [w for w in listing.get("items") or [] if owned_by_jobset(w, name)]
+
+    async def a_list_events(
+        self, name: str, namespace: str, api_client: async_client.ApiClient | None = None
+    ) -> list[dict[str, Any]]:
         """Events about the job, its Jobs and its pods (they outlive the pods)."""
-        events = self._call(lambda: self.core_v1_client.list_namespaced_event(namespace))
-        return job_events(self._to_dict(events).get("items") or [], name)
+        async with self._using(api_client) as client:
+            core = async_client.CoreV1Api(client)
+            events = await self._call(lambda: core.list_namespaced_event(namespace))
+            return job_events(client.sanitize_for_serialization(events).get("items") or [], name)
 
-    def read_main_container_log(
+    async def a_read_main_container_log(
         self,
         name: str,
         namespace: str,
@@ -517,45 +596,34 @@ class PathwaysJobHook(KubernetesHook):
         tail_lines: int = 50,
     ) -> str:
         """Last lines of the user program's log (the head pod's main container); empty if none."""
-        pods = self.list_pods(name, namespace, options.head_replicated_job)
-        for pod_name in log_pods(pods, options.main_container):
-            response = self._call(
-                functools.partial(
-                    self.core_v1_client.read_namespaced_pod_log,
-                    **log_request(pod_name, namespace, options.main_container, tail_lines),
-                ),
-                gone=None,
-                gone_on=(400, 404),
-            )
-            if response is not None:
-                return response.data.decode(errors="replace")
+        async with self.a_client() as api_client:
+            core = async_client.CoreV1Api(api_client)
+            pods = await self.a_list_pods(name, namespace, options.head_replicated_job, api_client)
+            for pod_name in log_pods(pods, options.main_container):
+                response = await self._call(
+                    functools.partial(
+                        core.read_namespaced_pod_log,
+                        **log_request(pod_name, namespace, options.main_container, tail_lines),
+                    ),
+                    gone=None,
+                    gone_on=(400, 404),
+                )
+                if response is not None:
+                    raw: bytes = await response.read()  # type: ignore[attr-defined]  # _preload_content=False
+                    return raw.decode(errors="replace")
         return ""
 
-    def get_status(
+    async def a_get_status(
         self, name: str, namespace: str, options: StatusOptions = DEFAULT_STATUS_OPTIONS
     ) -> PathwaysJobStatus:
-        """Read the job (and, for a failure or suspension, its pods, Jobs and workloads)."""
-        pathways_job = (
-            self.get_object(options.kind.resource, name, namespace)
-            if options.kind is JobKind.PATHWAYS_JOB
-            else None
-        )
-        jobset = self.get_object(JOBSET, name, namespace)
-        pathways_job, jobset = the_job_objects(options, pathways_job, jobset)
-        status = self._summarize(name, namespace, options, pathways_job, jobset)
-        plan = details_needed(status, jobset=jobset, pathways_job=pathways_job)
-        detail: dict[str, Any] = {}
-        if plan.objects:
-            detail["pods"] = self.list_pods(name, namespace)
-            detail["jobs"] = self.list_jobs(name, namespace)
-            detail["workloads"] = self.list_workloads(name, namespace, jobset)
-        if plan.events:
-            detail["events"] = self.list_events(name, namespace)
-        if plan.log:
-            detail["log_tail"] = self.read_main_container_log(
-                name, namespace, options=options, tail_lines=FAILURE_LOG_LINES
-            )
-        return self._summarize(name, namespace, options, pathways_job, jobset, **detail) if detail else status
+        """Read the job (and, for a failure or suspension, its pods, Jobs, workloads and events)."""
+        async with self.a_client() as api_client:
+            observed = Observed()
+            for resource in watched_resources(options):
+                observed.objects[resource.plural] = await self.a_get_object(
+                    resource, name, namespace, api_client
+                )
+            return await self._status(name, namespace, options, observed, api_client)
 
     @staticmethod
     def _summarize(
@@ -578,126 +646,7 @@ class PathwaysJobHook(KubernetesHook):
             **detail,
         )
 
-    # ---- async twins ----------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def a_client(self) -> AsyncIterator[async_client.ApiClient]:
-        """An async API client on the hook's connection, shared by every hook of this event loop
-        with the same connection settings (a triggerer runs hundreds of triggers: one client, one
-        TLS context and one connection pool serve them all); closed when its last user is done."""
-        loop = asyncio.get_running_loop()
-        key = (self.conn_id, self.cluster_context, self.config_file, self.in_cluster)
-        pool = SHARED_CLIENTS.setdefault(loop, ClientPool())
-        shared = await pool.acquire(key, self.async_hook)
-        try:
-            yield shared.client
-        finally:
-            await pool.release(key, shared)
-
-    async def a_get_object(
-        self, resource: CustomResource, name: str, namespace: str, api_client: async_client.ApiClient
-    ) -> dict[str, Any] | None:
-        """Async twin of :meth:`get_object`, on ``api_client``."""
-        return await self._a_call(
-            lambda: async_client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-                **resource.object_coordinates(namespace, name)
-            ),
-            gone=None,
-        )
-
-    async def a_delete_job(
-        self,
-        name: str,
-        namespace: str,
-        kind: JobKind = JobKind.PATHWAYS_JOB,
-        preconditions: Mapping[str, str] | None = None,
-    ) -> bool:
-        """Async twin of :meth:`delete_job`."""
-        async with self.a_client() as api_client:
-            answer = await self._a_call(
-                lambda: async_client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
-                    **kind.resource.object_coordinates(namespace, name),
-                    propagation_policy="Foreground",
-                    **_delete_options(preconditions),
-                ),
-                gone=None,
-            )
-        return answer is not None
-
-    async def _a_detail(
-        self, name: str, namespace: str, api_client: async_client.ApiClient, jobset: Mapping[str, Any] | None
-    ) -> dict[str, list[Any]]:
-        """Async twin of the pods, Jobs and Workloads :meth:`get_status` reads."""
-        core = async_client.CoreV1Api(api_client)
-        batch = async_client.BatchV1Api(api_client)
-        pods = await self._a_call(
-            lambda: core.list_namespaced_pod(namespace, label_selector=job_selector(name))
-        )
-        jobs = await self._a_call(
-            lambda: batch.list_namespaced_job(namespace, label_selector=job_selector(name))
-        )
-        own = own_workload_name(name, jobset)
-        workload = await self.a_get_object(KUEUE_WORKLOAD, own, namespace, api_client) if own else None
-        if workload is not None:
-            workloads = [workload]
-        else:
-            listing = await self._a_call(
-                lambda: async_client.CustomObjectsApi(api_client).list_namespaced_custom_object(
-                    **KUEUE_WORKLOAD.coordinates(namespace)
-                ),
-                gone={},
-            )
-            workloads = [w for w in listing.get("items") or [] if owned_by_jobset(w, name)]
-        return {
-            "pods": api_client.sanitize_for_serialization(pods).get("items") or [],
-            "jobs": api_client.sanitize_for_serialization(jobs).get("items") or [],
-            "workloads": workloads,
-        }
-
-    async def a_get_status(
-        self, name: str, namespace: str, options: StatusOptions = DEFAULT_STATUS_OPTIONS
-    ) -> PathwaysJobStatus:
-        """Async twin of :meth:`get_status`."""
-        async with self.a_client() as api_client:
-            observed = Observed()
-            for resource in watched_resources(options):
-                observed.objects[resource.plural] = await self.a_get_object(
-                    resource, name, namespace, api_client
-                )
-            return await self._a_status(name, namespace, options, observed, api_client)
-
-    async def a_read_main_container_log(
-        self,
-        name: str,
-        namespace: str,
-        *,
-        options: StatusOptions = DEFAULT_STATUS_OPTIONS,
-        tail_lines: int = 50,
-    ) -> str:
-        """Async twin of :meth:`read_main_container_log`."""
-        async with self.a_client() as api_client:
-            core = async_client.CoreV1Api(api_client)
-            pods = await self._a_call(
-                lambda: core.list_namespaced_pod(
-                    namespace, label_selector=job_selector(name, options.head_replicated_job)
-                )
-            )
-            items = api_client.sanitize_for_serialization(pods).get("items") or []
-            for pod_name in log_pods(items, options.main_container):
-                response = await self._a_call(
-                    functools.partial(
-                        core.read_namespaced_pod_log,
-                        **log_request(pod_name, namespace, options.main_container, tail_lines),
-                    ),
-                    gone=None,
-                    gone_on=(400, 404),
-                )
-                if response is not None:
-                    raw: bytes = await response.read()  # type: ignore[attr-defined]  # _preload_content=False
-                    return raw.decode(errors="replace")
-        return ""
-
-    async def _a_status(
+    async def _status(
         self,
         name: str,
         namespace: str,
@@ -717,13 +666,11 @@ class PathwaysJobHook(KubernetesHook):
         plan = details_needed(status, jobset=jobset, pathways_job=pathways_job)
         detail: dict[str, Any] = {}
         if plan.objects:
-            detail.update(await self._a_detail(name, namespace, api_client, jobset))
+            detail["pods"] = await self.a_list_pods(name, namespace, api_client=api_client)
+            detail["jobs"] = await self.a_list_jobs(name, namespace, api_client)
+            detail["workloads"] = await self.a_list_workloads(name, namespace, jobset, api_client)
         if plan.events:
-            core = async_client.CoreV1Api(api_client)
-            events = await self._a_call(lambda: core.list_namespaced_event(namespace))
-            detail["events"] = job_events(
-                api_client.sanitize_for_serialization(events).get("items") or [], name
-            )
+            detail["events"] = await self.a_list_events(name, namespace, api_client)
         if plan.log:
             detail["log_tail"] = await self.a_read_main_container_log(
                 name, namespace, options=options, tail_lines=FAILURE_LOG_LINES
@@ -757,7 +704,7 @@ class PathwaysJobHook(KubernetesHook):
                     try:
                         if watch.needs_list:
                             await watch.relist()
-                        status = await self._a_status(name, namespace, options, watch.observed, api_client)
+                        status = await self._status(name, namespace, options, watch.observed, api_client)
                         if status != last:
                             last = status
                             yield status
@@ -766,7 +713,7 @@ class PathwaysJobHook(KubernetesHook):
                         await watch.next_change()
                     except Exception as err:
                         if isinstance(err, AsyncApiException) and err.status == 401:
-                            raise await self._a_refused() from None
+                            raise await self._refused() from None
                         if not is_transient(err):
                             raise
                         if watch.reconnected:  # the last error was followed by a healthy stream
@@ -788,102 +735,78 @@ class PathwaysJobHook(KubernetesHook):
             finally:
                 watch.close_streams()
 
+    # ---- a task instance's jobs -------------------------------------------------------------
 
-MERGE_PATCH = "application/merge-patch+json"
-_CONFLICT = 409
-
-
-def mark_followed(hook: PathwaysJobHook, ref: JobRef, try_number: int) -> None:
-    """Write ``try_number`` into the job's follower annotation; an older try then leaves it alone."""
-    kind = JobKind(ref.kind)
-    hook._call(
-        lambda: hook.custom_object_client.patch_namespaced_custom_object(
-            **kind.resource.object_coordinates(ref.namespace, ref.name),
-            body=follow_mark(try_number),
-            _content_type=MERGE_PATCH,
-        ),
-        gone=None,
-    )
-
-
-def _owned_by_pathways_job(obj: Mapping[str, Any]) -> bool:
-    return any(ref.get("kind") == PATHWAYS_JOB.kind for ref in owner_references(obj))
-
-
-def owned_jobs(hook: PathwaysJobHook, namespace: str, owner: Mapping[str, str]) -> list[JobRef]:
-    """The task instance's jobs in ``namespace``, of either kind, whatever their names (a
-    PathwaysJob's JobSet carries its labels too, and is not a job of its own)."""
-    found = []
-    for kind in JobKind:
-        coordinates = kind.resource.coordinates(namespace)
-        listing: dict[str, Any] = hook._call(
-            lambda: hook.custom_object_client.list_namespaced_custom_object(
-                **coordinates,  # noqa: B023  (called at once)
-                label_selector=owner_selector(owner),
-            ),
-            gone={},
-        )
-        for obj in listing.get("items") or []:
-            if kind is JobKind.JOBSET and _owned_by_pathways_job(obj):
-                continue
-            found.append(JobRef.of(obj, kind.value))
-    return found
-
-
-def release_job(
-    hook: PathwaysJobHook, ref: JobRef, owner: Mapping[str, str], try_number: int | None
-) -> Release:
-    """Delete the job if it is still this task instance's and no newer try follows it; the delete
-    names the UID and resourceVersion the decision was taken on, and is decided again when the
-    object changed meanwhile."""
-    kind = JobKind(ref.kind)
-    verdict = Release.GONE
-    for _ in range(RELEASE_ATTEMPTS):
-        obj = hook.get_object(kind.resource, ref.name, ref.namespace)
-        verdict = release_verdict(obj, ref, owner, try_number)
-        if verdict is not Release.DELETE:
-            return verdict
-        assert obj is not None
-        try:
-            deleted = hook.delete_job(ref.name, ref.namespace, kind, preconditions=delete_preconditions(obj))
-        except ApiException as err:
-            if err.status != _CONFLICT:
-                raise
-            continue
-        return Release.DELETE if deleted else Release.GONE
-    raise _changed_on_every_delete(ref, verdict)
-
-
-def _changed_on_every_delete(ref: JobRef, verdict: Release) -> RuntimeError:
-    """A job that changed before each delete could run (409 on its preconditions) was not deleted:
-    the caller must not forget it. (``verdict`` is the last decision: only a delete loops.)"""
-    assert verdict is Release.DELETE
-    return RuntimeError(
-        f"{ref} changed before each of {RELEASE_ATTEMPTS} deletes (409 Conflict on the UID and "
-        "resourceVersion preconditions); it was not deleted"
-    )
-
-
-async def a_release_job(
-    hook: PathwaysJobHook, ref: JobRef, owner: Mapping[str, str], try_number: int | None
-) -> Release:
-    """Async twin of :func:`release_job`."""
-    kind = JobKind(ref.kind)
-    verdict = Release.GONE
-    for _ in range(RELEASE_ATTEMPTS):
-        async with hook.a_client() as api_client:
-            obj = await hook.a_get_object(kind.resource, ref.name, ref.namespace, api_client)
-        verdict = release_verdict(obj, ref, owner, try_number)
-        if verdict is not Release.DELETE:
-            return verdict
-        assert obj is not None
-        try:
-            deleted = await hook.a_delete_job(
-                ref.name, ref.namespace, kind, preconditions=delete_preconditions(obj)
+    async def a_mark_followed(self, ref: JobRef, try_number: int) -> None:
+        """Write ``try_number`` into the job's follower annotation; an older try then leaves it alone."""
+        kind = JobKind(ref.kind)
+        async with self.a_client() as api_client:
+            api = async_client.CustomObjectsApi(api_client)
+            await self._call(
+                lambda: api.patch_namespaced_custom_object(
+                    **kind.resource.object_coordinates(ref.namespace, ref.name),
+                    body=follow_mark(try_number),
+                    _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # the client takes it; its stub omits it
+                ),
+                gone=None,
             )
-        except AsyncApiException as err:
-            if err.status != _CONFLICT:
-                raise
-            continue
-        return Release.DELETE if deleted else Release.GONE
-    raise _changed_on_every_delete(ref, verdict)
+
+    async def a_owned_jobs(self, namespace: str, owner: Mapping[str, str]) -> list[JobRef]:
+        """The task instance's jobs in ``namespace``, of either kind, whatever their names (a
+        PathwaysJob's JobSet carries its labels too, and is not a job of its own)."""
+        found = []
+        async with self.a_client() as api_client:
+            api = async_client.CustomObjectsApi(api_client)
+            for kind in JobKind:
+                coordinates = kind.resource.coordinates(namespace)
+                listing: dict[str, Any] = await self._call(
+                    lambda: api.list_namespaced_custom_object(
+                        **coordinates,  # noqa: B023  (called at once)
+                        label_selector=owner_selector(owner),
+                    ),
+                    gone={},
+                )
+                for obj in listing.get("items") or []:
+                    if kind is JobKind.JOBSET and _owned_by_pathways_job(obj):
+                        continue
+                    found.append(JobRef.of(obj, kind.value))
+        return found
+
+    async def a_release_job(self, ref: JobRef, owner: Mapping[str, str], try_number: int | None) -> Release:
+        """Delete the job if it is still this task instance's and no newer try follows it; the delete
+        names the UID and resourceVersion the decision was taken on, and is decided again when the
+        object changed meanwhile."""
+        kind = JobKind(ref.kind)
+        verdict = Release.GONE
+        for _ in range(RELEASE_ATTEMPTS):
+            obj = await self.a_get_object(kind.resource, ref.name, ref.namespace)
+            verdict = release_verdict(obj, ref, owner, try_number)
+            if verdict is not Release.DELETE:
+                return verdict
+            assert obj is not None
+            try:
+                deleted = await self.a_delete_job(
+                    ref.name, ref.namespace, kind, preconditions=delete_preconditions(obj)
+                )
+            except AsyncApiException as err:
+                if err.status != _CONFLICT:
+                    raise
+                continue
+            return Release.DELETE if deleted else Release.GONE
+        raise _changed_on_every_delete(ref, verdict)
+
+    # ---- sync methods: the coroutines above, run on the private loop --------------------------
+
+    create_job = blocking(a_create_job)
+    get_object = blocking(a_get_object)
+    delete_job = blocking(a_delete_job)
+    wait_until_deleted = blocking(a_wait_until_deleted)
+    list_pods = blocking(a_list_pods)
+    list_jobs = blocking(a_list_jobs)
+    list_workloads = blocking(a_list_workloads)
+    list_events = blocking(a_list_events)
+    read_main_container_log = blocking(a_read_main_container_log)
+    get_status = blocking(a_get_status)
+    mark_followed = blocking(a_mark_followed)
+    owned_jobs = blocking(a_owned_jobs)
+    release_job = blocking(a_release_job)

@@ -297,12 +297,21 @@ class PathwaysAsyncKubernetesHook(AsyncKubernetesHook):
             target = GkeTarget.from_extras(self.conn_id, await self.get_conn_extras())
         if target is None:
             await super()._load_config()
-            return
-        if self.client_configuration is None:
-            self.client_configuration = async_client.Configuration()
-        await configure_async(self.client_configuration, target)
-        self._is_in_cluster = False
-        self._config_loaded = True
+        else:
+            if self.client_configuration is None:
+                self.client_configuration = async_client.Configuration()
+            await configure_async(self.client_configuration, target)
+            self._is_in_cluster = False
+            self._config_loaded = True
+        if self.client_configuration is not None and await self._ssl_verification_disabled():
+            self.client_configuration.verify_ssl = False
+
+    async def _ssl_verification_disabled(self) -> bool:
+        """The connection's ``disable_verify_ssl``, which cncf-kubernetes' sync hook honours and its
+        async hook ignores."""
+        extras = await self.get_conn_extras()
+        value = extras.get("disable_verify_ssl", extras.get("extra__kubernetes__disable_verify_ssl"))
+        return value is True or (isinstance(value, str) and value.strip().lower() == "true")
 
     async def get_conn_extras(self) -> dict[str, Any]:
         """The connection's extras, read in a worker thread: reading them masks their secrets, and

@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from airflow.providers.common.compat.sdk import BaseHook
 
+from airflow_provider_pathways.loop_thread import LoopThread
 from airflow_provider_pathways.slurm.accounting import latest_attempts
 from airflow_provider_pathways.slurm.errors import SlurmAuthError, SlurmError, SlurmJobLost, is_transient
 from airflow_provider_pathways.slurm.job import SlurmJob, expand_task_ids
@@ -30,51 +30,6 @@ from airflow_provider_pathways.slurm.transport import FileAccess, SlurmTransport
 from airflow_provider_pathways.transient import CallRetry
 
 T = TypeVar("T")
-
-
-class LoopThread:
-    """An event loop on a daemon thread; sync callers submit coroutines to it and wait."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        with self._lock:
-            if self._loop is None or self._thread is None or not self._thread.is_alive():
-                self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(
-                    target=self._loop.run_forever, name="slurm-hook-loop", daemon=True
-                )
-                self._thread.start()
-            loop = self._loop
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise RuntimeError("SlurmHook sync method called from its own event loop thread")
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
-
-    def owns(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """True if ``loop`` is this runner's (running) loop."""
-        return loop is self._loop and self._thread is not None and self._thread.is_alive()
-
-    def stop(self) -> None:
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is not None and thread is not None and thread.is_alive():
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=10)
-            if not thread.is_alive():
-                loop.close()
-
-
-def shutdown_loop(runner: LoopThread, holder: dict[str, Any]) -> None:
-    transport = holder.pop("transport", None)
-    if transport is not None:
-        with contextlib.suppress(Exception):  # best effort at garbage collection / exit
-            runner.run(transport.close())
-    runner.stop()
 
 
 class TransportPool:
@@ -146,13 +101,13 @@ class SlurmHook(BaseHook):
         super().__init__()
         self.slurm_conn_id = slurm_conn_id
         self._settings: SlurmSettings | None = None
-        self._runner = LoopThread()
+        self._runner = LoopThread("slurm-hook-loop")
         self._sync_holder: dict[str, Any] = {}
         self._async_transport: tuple[asyncio.AbstractEventLoop, SlurmTransport] | None = None
         self._array_size_cache: weakref.WeakKeyDictionary[SlurmTransport, int | None] = (
             weakref.WeakKeyDictionary()
         )
-        self._finalizer = weakref.finalize(self, shutdown_loop, self._runner, self._sync_holder)
+        self._finalizer = weakref.finalize(self, self._runner.stop)
 
     # ---- settings and transports ----------------------------------------------------------
 
@@ -190,6 +145,7 @@ class SlurmHook(BaseHook):
             if transport is None or self._sync_holder.get("loop") is not loop:  # new loop (e.g. fork)
                 transport = self._sync_holder["transport"] = self._make_transport(settings)
                 self._sync_holder["loop"] = loop
+                self._runner.at_stop(transport.close)
             return await self._with_fresh_token(transport, make)
 
         if not retry:

@@ -161,23 +161,19 @@ class FollowedJob:
 
     def follow_mark(self) -> None:
         """Mark the job as followed by this try: an older try's kill or timeout leaves it alone."""
-        from airflow_provider_pathways.hooks.kubernetes import mark_followed
-
         if self._try_number is not None:
-            mark_followed(self.hook, self.followed, self._try_number)
+            self.hook.mark_followed(self.followed, self._try_number)
 
     def submit_job(self, context: Context) -> JsonValue:
         """Adopt a job of this task instance that has not ended (found by its owner labels, whatever
         its name and kind; judged as a kept job is, so a suspended one is followed, not run twice),
         or create one; an ended job of the task instance keeps its name, and the new one is named
         for this try."""
-        from kubernetes.client import ApiException
-
-        from airflow_provider_pathways.hooks.kubernetes import owned_jobs
+        from kubernetes_asyncio.client.exceptions import ApiException
 
         namespace, owner = self.spec.namespace or "", self._owner()
         ended: set[str] = set()
-        for ref in owned_jobs(self.hook, namespace, owner):
+        for ref in self.hook.owned_jobs(namespace, owner):
             status = self.hook.get_status(ref.name, ref.namespace, self.options_for(ref))
             if judge_status(status).verdict is Verdict.ACTIVE:
                 self.log.info("Reattaching to %s, created by an earlier try of this task instance", ref)
@@ -197,7 +193,8 @@ class FollowedJob:
             created = self.hook.create_job(manifest_for(self.spec, self.kind), namespace)
         except ApiException as err:
             if err.status == 422:
-                raise PathwaysSpecRejected(f"the API server rejected {namespace}/{name}: {err.body}") from err
+                body = err.body.decode(errors="replace") if isinstance(err.body, bytes) else err.body
+                raise PathwaysSpecRejected(f"the API server rejected {namespace}/{name}: {body}") from err
             if err.status != 409:
                 raise
             existing = self.hook.get_object(JobKind(self.kind).resource, name, namespace)
@@ -216,13 +213,11 @@ class FollowedJob:
         nobody did (no try saw its end, e.g. after ``wait_until="created"``, or its delete failed):
         delete it, so that the fresh job takes its name. False when it stays (kept by ``delete_on``,
         followed by a newer try, or its delete failed: the fresh job is then named for the try)."""
-        from airflow_provider_pathways.hooks.kubernetes import release_job
-
         if not self.discards_failed_jobs():
             return False
         reason = f"ended ({status.phase.value}); replaced by this try's job"
         try:
-            released = release_job(self.hook, ref, self._owner(), self._try_number)
+            released = self.hook.release_job(ref, self._owner(), self._try_number)
             self.log.info("%s", describe_release(released, ref, reason))
             if released is Release.DELETE:
                 self.hook.wait_until_deleted(
@@ -237,11 +232,9 @@ class FollowedJob:
         """Delete the followed job unless it is not this task instance's or a newer try follows it;
         with ``forget`` (the try's context), also drop the kept job, unless a newer try follows it
         (its retry reattaches through the kept job)."""
-        from airflow_provider_pathways.hooks.kubernetes import release_job
-
         if self._job is None:
             return None
-        released = release_job(self.hook, self._job, self._owner(), self._try_number)
+        released = self.hook.release_job(self._job, self._owner(), self._try_number)
         self.log.info("%s", describe_release(released, self._job, reason))
         if forget is not None and released is not Release.SUPERSEDED:
             self.forget_job(forget)

@@ -263,8 +263,6 @@ class PathwaysJobTrigger(KillableTrigger):
     async def on_kill(self) -> None:
         """Delete the job when the user kills the deferred task (always while it is queued, so it
         does not start later unwatched); harmless if it is already gone."""
-        from airflow_provider_pathways.hooks.kubernetes import a_release_job
-
         if self._fired or not (self.delete_on_kill or self._queued):
             return
         ref = JobRef(self.name, self.namespace, self.kind, self.uid)
@@ -272,5 +270,5 @@ class PathwaysJobTrigger(KillableTrigger):
             deleted = await self.hook.a_delete_job(self.name, self.namespace, JobKind(self.kind))
             released = Release.DELETE if deleted else Release.GONE
         else:
-            released = await a_release_job(self.hook, ref, self.owner_labels, self.try_number)
+            released = await self.hook.a_release_job(ref, self.owner_labels, self.try_number)
         self.log.info("%s", describe_release(released, ref, "task killed"))

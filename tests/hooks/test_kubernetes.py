@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
+import threading
 from typing import Any
 
+import psutil
 import pytest
 
 from airflow_provider_pathways.failures import FailureClass
@@ -263,7 +267,7 @@ def test_a_delete_whose_preconditions_fail_is_refused_with_409_and_deletes_nothi
     """Kubernetes API, ``DeleteOptions.preconditions``: "Must be fulfilled before a deletion is
     carried out. If not possible, a 409 Conflict status will be returned" (the apiserver words it
     ``Precondition failed: UID in precondition: ..., UID in object meta: ...``)."""
-    from kubernetes.client import ApiException
+    from kubernetes_asyncio.client.exceptions import ApiException
 
     spec = new_spec(NS, headless=True)
     created = hook.create_job(spec.to_pathwaysjob(), NS)["metadata"]
@@ -282,7 +286,6 @@ def test_a_task_instances_jobs_are_found_by_its_owner_labels_whatever_their_name
     hook: PathwaysJobHook,
 ) -> None:
     from airflow_provider_pathways.gke.task_job import airflow_labels
-    from airflow_provider_pathways.hooks.kubernetes import owned_jobs
 
     namespace = "owned-jobs"
     ours, theirs = (airflow_labels("dag", "train", run, -1) for run in ("manual__1", "manual__2"))
@@ -292,9 +295,56 @@ def test_a_task_instances_jobs_are_found_by_its_owner_labels_whatever_their_name
     hook.create_job(other.to_pathwaysjob(), namespace)
     wait_for(lambda: hook.get_object(JOBSET, renamed.name or "", namespace), what="its JobSet")
 
-    found = owned_jobs(hook, namespace, ours)
+    found = hook.owned_jobs(namespace, ours)
 
     # the PathwaysJob once (its JobSet carries the same labels, but is not a job of its own)
     assert [(ref.kind, ref.name) for ref in found] == [("PathwaysJob", renamed.name)]
     for spec in (renamed, other):
         hook.delete_job(spec.name or "", namespace)
+
+
+def _loop_threads() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name == "kubernetes-hook-loop"}
+
+
+def test_sync_calls_share_one_client_and_a_closed_hook_leaves_no_thread_or_connection(kube: Any) -> None:
+    """A worker or DAG processor that makes hooks all day must not collect threads or sockets."""
+    gc.collect()  # hooks of earlier tests
+    before, connections = _loop_threads(), len(psutil.Process().net_connections("tcp"))
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    for _ in range(5):
+        assert hook.get_status("never-created", NS).phase is Phase.DELETED
+    assert len(_loop_threads() - before) == 1
+    assert len(psutil.Process().net_connections("tcp")) <= connections + 1  # one kept-alive connection
+    hook.close()
+    assert not _loop_threads() - before
+    assert len(psutil.Process().net_connections("tcp")) <= connections
+    forgotten = PathwaysJobHook(kubernetes_conn_id=CONN)
+    forgotten.get_status("never-created", NS)
+    started = _loop_threads() - before
+    assert len(started) == 1
+    del forgotten
+    gc.collect()
+    assert not any(thread.is_alive() for thread in started)  # garbage-collected: closed the same way
+
+
+def test_a_hook_used_before_a_fork_works_in_the_child(hook: PathwaysJobHook) -> None:
+    """Celery's prefork pool and Airflow's task runner fork: the child gets the hook's objects but
+    not its loop thread."""
+    assert hook.get_status("never-created", NS).phase is Phase.DELETED
+    child = os.fork()
+    if child == 0:  # pragma: no cover  (the child reports through its exit code)
+        try:
+            code = 0 if hook.get_status("never-created", NS).phase is Phase.DELETED else 1
+        except BaseException:
+            code = 2
+        os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert hook.get_status("never-created", NS).phase is Phase.DELETED  # the parent's hook still works
+
+
+async def test_sync_methods_work_where_an_event_loop_already_runs(hook: PathwaysJobHook) -> None:
+    """A ``@task`` or a callback that runs its own event loop can still call the sync methods."""
+    assert hook.get_status("never-created", NS).phase is Phase.DELETED
+    assert (await hook.a_get_status("never-created", NS)).phase is Phase.DELETED

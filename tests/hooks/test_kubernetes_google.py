@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+import yaml
 
 from airflow_provider_pathways.hooks.kubernetes import CredentialsRefused, PathwaysJobHook
 from airflow_provider_pathways.hooks.kubernetes_google import GkeConnectionError
@@ -115,7 +117,7 @@ def test_a_revoked_token_gives_one_clear_error_naming_the_connection(
 ) -> None:
     hook = PathwaysJobHook("gke_google_hour")
     assert hook.list_pods("none", NS) == []
-    token = hook.api_client.configuration.api_key["BearerToken"]
+    token = hook.async_hook.client_configuration.api_key["BearerToken"]  # the one it sends
     hour_long.control("google/revoke")
 
     with pytest.raises(CredentialsRefused) as caught:
@@ -206,6 +208,32 @@ def test_kubeconfig_given_by_the_task_wins_over_the_google_identity(
     short_lived.control("requests/reset")
     assert hook.list_pods("none", NS) == []
     assert short_lived.control("requests")["by_endpoint"] == {}  # the kubeconfig's plain HTTP address
+
+
+def test_disable_verify_ssl_reaches_a_server_whose_certificate_is_not_trusted(
+    short_lived: KubeStandin,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The connection form's "Disable SSL" (``disable_verify_ssl``), as cncf-kubernetes' own hook
+    honours it: a kubeconfig naming the cluster's TLS endpoint without its CA is refused, at once
+    (an untrusted certificate is no outage), unless the connection disables the check."""
+    assert short_lived.google is not None
+    kubeconfig = yaml.safe_load(short_lived.kubeconfig.read_text())
+    kubeconfig["clusters"][0]["cluster"] = {"server": f"https://{short_lived.google['endpoints']['public']}"}
+    path = tmp_path / "kubeconfig-without-ca"
+    path.write_text(yaml.safe_dump(kubeconfig))
+    for conn_id, disabled in (("tls_checked", False), ("tls_unchecked", True)):
+        extra = {"kube_config_path": str(path), **({"disable_verify_ssl": True} if disabled else {})}
+        monkeypatch.setenv(_env_name(conn_id), json.dumps({"conn_type": "pathways_gke", "extra": extra}))
+    short_lived.control("requests/reset")
+
+    with pytest.raises(aiohttp.ClientConnectorCertificateError):
+        PathwaysJobHook("tls_checked").get_status("none", NS)
+    assert "Kubernetes API error" not in "".join(capfd.readouterr())  # the task log: no retry
+    assert PathwaysJobHook("tls_unchecked").get_status("none", NS).phase.value == "deleted"
+    assert set(short_lived.control("requests")["by_endpoint"]) == {"public"}
 
 
 # Run in a process where the google provider's hooks cannot be imported (its package metadata,

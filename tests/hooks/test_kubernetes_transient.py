@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from kubernetes.client import ApiException
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from airflow_provider_pathways.gke.objects import PATHWAYS_JOB
 from airflow_provider_pathways.gke.status import Phase

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.gke.task_job import JobRef, airflow_labels
-from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook, mark_followed
+from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
 from tests.kube_jobs import CONN, act_when, new_spec, stand_in_objects
 from tests.operators.test_pathways_job import creates, running_jobset
@@ -119,7 +119,7 @@ def test_a_superseded_try_that_is_killed_leaves_the_job_a_newer_try_follows(
         job = hook.get_object(PATHWAYS_JOB, name, namespace)
         assert job is not None
         followed.append(job)
-        mark_followed(hook, JobRef.of(job, "PathwaysJob"), try_number=2)
+        hook.mark_followed(JobRef.of(job, "PathwaysJob"), try_number=2)
 
     watcher = act_when(lambda: running_jobset(kube, namespace, 1), newer_try_reattaches)
     outcome = run_dag(load_dag(DAGS, "gke_superseded_try"))["train"]

@@ -11,7 +11,7 @@ import pytest
 
 from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.gke.task_job import JobRef, airflow_labels
-from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook, mark_followed
+from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 from tests.kube_jobs import CONN, new_spec
 
@@ -134,7 +134,7 @@ async def test_on_kill_of_a_superseded_try_leaves_the_job_a_newer_try_follows() 
     spec.labels = owner
     created = await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
     ref = JobRef.of(created, JobKind.PATHWAYS_JOB.value)
-    await asyncio.to_thread(mark_followed, hook, ref, 2)  # try 2 reattached to it
+    await asyncio.to_thread(hook.mark_followed, ref, 2)  # try 2 reattached to it
 
     def trigger_of_try(try_number: int) -> PathwaysJobTrigger:
         return rebuild(
