@@ -463,3 +463,17 @@ with dag("slurm_superseded_try") as superseded_try:
         poll_interval=0.2,
         execution_timeout=timedelta(seconds=10),
     )
+
+# The same, deferred: try 1's trigger waits until wait_timeout; the try resumed with the timeout
+# gives up and must leave the job to try 2.
+with dag("slurm_superseded_deferred_try") as superseded_deferred_try:
+    SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        job_name="{{ params.job_name }}",
+        script="#!/bin/bash\nsleep 300\n",
+        retries=0,
+        deferrable=True,
+        poll_interval=0.2,
+        wait_timeout=10,
+    )

@@ -136,8 +136,18 @@ def test_worker_replicated_job_name_is_configurable(hook: PathwaysJobHook) -> No
     assert final.phase is Phase.SUCCEEDED and final.slices_total == 2
 
 
+def held_in_kueue(slices: int) -> Any:
+    """A job Kueue holds until the test admits it: its slices come up only once the watch runs, one
+    every 0.5 s, each its own JobSet change (none already past when the watch starts)."""
+    spec = new_spec(
+        NS, slices=slices, slice_delay_seconds=0.5, program_seconds=0.5, kueue_admit_after_seconds="never"
+    )
+    spec.labels = {"kueue.x-k8s.io/queue-name": "multislice-queue"}
+    return spec
+
+
 async def test_watch_survives_a_dropped_stream_and_a_410(hook: PathwaysJobHook, kube: Any) -> None:
-    spec = new_spec(NS, slices=3, slice_delay_seconds=0.3, program_seconds=0.5)
+    spec = held_in_kueue(slices=3)
     await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
     kube.control("requests/reset")
     seen: list[Any] = []
@@ -145,6 +155,8 @@ async def test_watch_survives_a_dropped_stream_and_a_410(hook: PathwaysJobHook, 
     async def follow() -> None:
         async for status in hook.a_watch_status(spec.name, NS, watch_timeout_seconds=60):
             seen.append(status)
+            if len(seen) == 1:
+                await asyncio.to_thread(kube.action, NS, spec.name, "admit")
             if status.slices_ready == 1 and len([s for s in seen if s.slices_ready == 1]) == 1:
                 await asyncio.to_thread(kube.control, "watches/drop")
             if status.slices_ready == 2 and len([s for s in seen if s.slices_ready == 2]) == 1:
@@ -152,6 +164,7 @@ async def test_watch_survives_a_dropped_stream_and_a_410(hook: PathwaysJobHook, 
                 await asyncio.to_thread(kube.control, "watches/drop")
 
     await asyncio.wait_for(follow(), 30)
+    assert seen[0].phase is Phase.QUEUED
     assert seen[-1].phase is Phase.SUCCEEDED
     assert [s.slices_ready for s in seen if s.phase is not Phase.SUCCEEDED][-1] == 3
     watches = kube.control("requests")["by_verb"].get("watch", 0)
@@ -159,12 +172,16 @@ async def test_watch_survives_a_dropped_stream_and_a_410(hook: PathwaysJobHook, 
 
 
 async def test_watch_costs_a_few_requests_not_one_per_change(hook: PathwaysJobHook, kube: Any) -> None:
-    spec = new_spec(NS, slices=4, slice_delay_seconds=0.1, program_seconds=0.3)
+    spec = held_in_kueue(slices=4)
     await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
     kube.control("requests/reset")
-    statuses = [s async for s in hook.a_watch_status(spec.name, NS)]
+    statuses = []
+    async for status in hook.a_watch_status(spec.name, NS):
+        statuses.append(status)
+        if len(statuses) == 1:
+            await asyncio.to_thread(kube.action, NS, spec.name, "admit")
     requests = kube.control("requests")["total"]
-    assert statuses[-1].phase is Phase.SUCCEEDED
+    assert statuses[0].phase is Phase.QUEUED and statuses[-1].phase is Phase.SUCCEEDED
     assert len(statuses) >= 4
     assert requests <= 10, kube.control("requests")
 

@@ -651,12 +651,14 @@ def _comment(job_id: str) -> str:
 
 
 @pytest.mark.parametrize("conn", TRANSPORTS)
+@pytest.mark.parametrize("dag_id", ["slurm_superseded_try", "slurm_superseded_deferred_try"])
 def test_a_superseded_try_that_gives_up_leaves_the_job_a_newer_try_follows(
-    slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
+    slurm_cluster: dict[str, str], conn: str, dag_id: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """Try 1 polls its job; try 2 of the same task instance follows the job meanwhile and marks it
-    (its try number in the job's comment, after the task instance's marker). When try 1 then gives
-    up (its execution_timeout), it leaves the job running for try 2 instead of cancelling it."""
+    """Try 1 waits for its job, polling or deferred; try 2 of the same task instance follows the job
+    meanwhile and marks it (its try number in the job's comment, after the task instance's marker).
+    When try 1 then gives up (its execution_timeout while polling, its wait_timeout when resumed from
+    the trigger), it leaves the job running for try 2 instead of cancelling it."""
     name = f"superseded-{uuid.uuid4().hex[:8]}"
     marked: list[str] = []
 
@@ -675,9 +677,7 @@ def test_a_superseded_try_that_gives_up_leaves_the_job_a_newer_try_follows(
     thread = threading.Thread(target=newer_try_follows, daemon=True)
     thread.start()
     try:
-        outcome = run_dag(load_dag(DAGS, "slurm_superseded_try"), params(slurm_cluster, conn, job_name=name))[
-            "train"
-        ]
+        outcome = run_dag(load_dag(DAGS, dag_id), params(slurm_cluster, conn, job_name=name))["train"]
         thread.join(5)
         logs = capfd.readouterr().out
         assert marked, "the job never ran"
