@@ -13,7 +13,6 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from airflow_provider_pathways.airflow_features import resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
 from airflow_provider_pathways.operators.reattaching import Deadline
-from airflow_provider_pathways.operators.submitted import placeholder_context
 from airflow_provider_pathways.outcomes import JobJudgement, Verdict
 from airflow_provider_pathways.slurm.job import SlurmJob
 from airflow_provider_pathways.slurm.outcome import (
@@ -90,10 +89,6 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
     :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait; a
         longer one raises :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried
         with the job kept, or on the last try with the job cancelled (``cancel_on_kill``).
-    :param dry_run: check the arguments, log the request and push it to XCom
-        (``submitted_request``, secrets masked), and succeed without reading the connection,
-        submitting or waiting (``cluster_env_path`` keeps its ``~``; ``max_slices`` is not checked
-        against the cluster's ``MaxArraySize``).
     """
 
     template_fields: Sequence[str] = (
@@ -182,20 +177,8 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
             gcs_bucket=self.gcs_bucket,
         )
         if self.cluster_env_variable:
-            path = str(self.cluster_env_path)  # a dry run leaves "~" to the cluster: no connection
-            environment[self.cluster_env_variable] = path if self.is_dry_run else self.hook.expand_path(path)
+            environment[self.cluster_env_variable] = self.hook.expand_path(str(self.cluster_env_path))
         return environment
-
-    def dry_run(self) -> None:
-        """Print the request as YAML (see the base class), ``cluster.env`` placed for a run with id
-        ``dry_run``."""
-        given, dry = self.cluster_env_path, self.is_dry_run
-        try:
-            self.is_dry_run = True
-            self._resolve_cluster_env_path(placeholder_context(self))
-            super().dry_run()
-        finally:
-            self.cluster_env_path, self.is_dry_run = given, dry
 
     def _cancel(self, reason: str) -> None:
         """Cancel the service job and its worker array, on kill, timeout and replacement alike, so
@@ -371,9 +354,6 @@ class SlurmJobOperator(SlurmJobBaseOperator):
     :param max_requeues: requeues (preemption, node failures) after which the wait ends (default
         10; ``None``: no bound); the job is cancelled (``cancel_on_kill``) and the try fails as a
         preemption.
-    :param dry_run: check the arguments, log the request and push it to XCom
-        (``submitted_request``, secrets masked), and succeed without reading the connection,
-        submitting or waiting (whether ``script_path`` exists is not checked).
     """
 
     template_fields: Sequence[str] = (*SlurmJobBaseOperator.template_fields, "worker_array_job_id")

@@ -17,14 +17,6 @@ from airflow_provider_pathways.failures import (
     apply_preemption_budget,
 )
 from airflow_provider_pathways.operators.reattaching import Deadline, ReattachingJobOperator, task_deadline
-from airflow_provider_pathways.operators.submitted import (
-    SUBMITTED_REQUEST_KEY,
-    as_yaml,
-    masked_environment,
-    masked_text,
-    placeholder_context,
-    show_submission,
-)
 from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.outcomes import JobJudgement, Verdict
 from airflow_provider_pathways.slurm.errors import SlurmJobLost, is_transient
@@ -57,12 +49,7 @@ if TYPE_CHECKING:
 
 
 class SlurmJobBaseOperator(ReattachingJobOperator):
-    """Submission, reattachment (``task_state_store``), the wait and cancellation of one Slurm job.
-
-    Every try that submits a job logs the request it sends (script, sbatch options, environment) as
-    YAML and pushes it to XCom under ``submitted_request``, secrets masked. ``dry_run=True`` checks
-    and shows the request the same way and succeeds without reading the connection or submitting.
-    """
+    """Submission, reattachment (``task_state_store``), the wait and cancellation of one Slurm job."""
 
     external_id_key = "slurm_job_id"
     left_behind = "it may still be running: cancel it with CancelSlurmJobOperator or scancel"
@@ -105,17 +92,12 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         wait_timeout: float | None = None,
         preemption_retries: int = DEFAULT_PREEMPTION_RETRIES,
         outage_tolerance: timedelta | float = DEFAULT_OUTAGE_TOLERANCE,
-        dry_run: bool = False,
         **kwargs: Any,
     ) -> None:
         apply_preemption_budget(kwargs, preemption_retries)
         super().__init__(**kwargs)
         if poll_interval <= 0:
             raise ValueError("poll_interval: must be > 0 seconds")
-        if not isinstance(dry_run, bool):
-            raise TypeError(f"dry_run: expected True or False, got {type(dry_run).__name__}")
-        #: ``dry_run`` as given (``BaseOperator.dry_run`` is a method).
-        self.is_dry_run = dry_run
         self.slurm_conn_id = slurm_conn_id
         self.script = script
         self.script_path = script_path
@@ -197,45 +179,11 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         )
 
     def execute(self, context: Context) -> Any:
-        self.check_inputs()
-        if self.is_dry_run:
-            request = self.checked_request(context)
-            self.show_request(
-                context,
-                request,
-                f"Dry run: Slurm job {request.display_name} would be submitted (nothing was submitted)",
-                dry_run=True,
-            )
-            return {"dry_run": True, "job_name": request.display_name}
-        self.start_try(context)
-        return self.run_job(context)
-
-    def check_inputs(self) -> None:
-        """Refuse the operator's arguments (:meth:`input_problems`) before anything is submitted."""
         problems = self.input_problems()
         if problems:
             raise PathwaysSpecRejected("nothing was submitted:\n" + "\n".join(f"  {p}" for p in problems))
-
-    def checked_request(self, context: Context) -> SubmitRequest:
-        """:meth:`submission_request`; a bad field raises ``PathwaysSpecRejected`` naming it."""
-        try:
-            return self.submission_request(context)
-        except (ValueError, TypeError) as err:
-            raise PathwaysSpecRejected(f"nothing was submitted: {err}") from err
-
-    def show_request(
-        self, context: Context | None, request: SubmitRequest, title: str, *, dry_run: bool
-    ) -> None:
-        """Push the request to XCom (``submitted_request``) and log it as YAML, secrets masked."""
-        show_submission(
-            self.log, context, SUBMITTED_REQUEST_KEY, title, shown_request(request), dry_run=dry_run
-        )
-
-    def dry_run(self) -> None:
-        """Print the request as YAML (as ``KubernetesPodOperator.dry_run()`` prints its pod): outside
-        a task run, its job name and comment are those of a run with id ``dry_run``."""
-        self.check_inputs()
-        print(as_yaml(shown_request(self.checked_request(placeholder_context(self)))))
+        self.start_try(context)
+        return self.run_job(context)
 
     def start_try(self, context: Context) -> tuple[str, int]:
         """Remember which task instance and try this is (its marker and try number) before anything
@@ -249,10 +197,8 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         return f"Slurm job {external_id}"
 
     def submit_job(self, context: Context) -> JsonValue:
-        request = self.checked_request(context)
-        self.show_request(context, request, f"Submitting Slurm job {request.display_name}", dry_run=False)
         try:
-            job_id = self.hook.submit_job(request)
+            job_id = self.hook.submit_job(self.submission_request(context))
         except (FileNotFoundError, ValueError, TypeError) as err:
             raise PathwaysSpecRejected(f"nothing was submitted: {err}") from err
         self._job_id = job_id
@@ -427,11 +373,3 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         follows it; harmless if it already ended."""
         if self.discards_when_killed() and not self.newer_try_follows():
             self._cancel("task killed")
-
-
-def shown_request(request: SubmitRequest) -> dict[str, Any]:
-    """:meth:`SubmitRequest.shown`, secrets masked: the environment's values by name and by value,
-    every other string by value."""
-    shown = request.shown()
-    environment = shown.pop("environment")
-    return {**masked_text(shown), "environment": masked_environment(environment)}
