@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 FACES = ("hooks", "operators", "sensors", "triggers")
 DOMAINS = ("gke", "slurm", "cache")
 #: Shared domain modules beside the backend packages.
-SHARED_DOMAIN = ("outcomes",)
+SHARED_DOMAIN = ("outcomes", "usage")
 CLIENT_LIBRARIES = (
     "airflow",
     "kubernetes",

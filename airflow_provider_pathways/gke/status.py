@@ -56,6 +56,7 @@ from airflow_provider_pathways.gke.objects import (
     true_conditions,
 )
 from airflow_provider_pathways.outcomes import FailureClass, JobJudgement, known_fields
+from airflow_provider_pathways.usage import Timeline
 
 
 class Phase(str, Enum):
@@ -96,6 +97,8 @@ class PathwaysJobStatus:
     queue: str | None = None
     #: When the job entered (or re-entered) the queue, RFC 3339; set while it is queued.
     queued_since: str | None = None
+    #: When the job was created (its ``creationTimestamp``, RFC 3339): its submission.
+    created_at: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -139,6 +142,8 @@ class PathwaysJobStatus:
         data["phase"] = self.phase.value
         data["failure"] = self.failure.value if self.failure else None
         data["conditions"] = list(self.conditions)
+        if self.created_at is None:  # added after 0.1.0: sent only when known
+            del data["created_at"]
         return data
 
     @classmethod
@@ -179,6 +184,23 @@ def judge_status(status: PathwaysJobStatus) -> JobJudgement:
     if status.terminal:
         return JobJudgement.failed(status.failure or FailureClass.UNKNOWN, status.message)
     return JobJudgement.active(status.progress())
+
+
+def observe_status(
+    timeline: Timeline, status: PathwaysJobStatus, min_slices: int | None, now: float | None = None
+) -> tuple[str, ...]:
+    """Record in ``timeline`` what ``status`` shows (running: admitted and placed, no longer pending
+    or queued; ready: ``min_slices``, default all, slices and the head ready; ended: terminal or
+    suspended; admitted later: queued through Kueue); the milestones newly reached."""
+    need = min_slices or status.slices_total
+    return timeline.observe(
+        now=time.time() if now is None else now,
+        submitted=parse_time(status.created_at),
+        running=status.phase in (Phase.STARTING, Phase.RUNNING),
+        ready=need > 0 and status.ready_for(need),
+        ended=status.terminal or status.phase is Phase.SUSPENDED,
+        admitted_later=status.queue is not None or status.phase is Phase.QUEUED,
+    )
 
 
 def own_workload(workloads: list[Mapping[str, Any]], jobset: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -328,6 +350,7 @@ def summarize(
             failure=FailureClass.INFRASTRUCTURE,
             message="the job no longer exists: someone else deleted it before it ended",
         )
+    base["created_at"] = ((pathways_job or jobset or {}).get("metadata") or {}).get("creationTimestamp")
     pwj_status = (pathways_job or {}).get("status") or {}
     pwj_spec = (pathways_job or {}).get("spec") or {}
     workers = (pwj_spec.get("workers") or [{}])[0]

@@ -685,6 +685,7 @@ class PathwaysJobHook(KubernetesHook):
         *,
         watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT_SECONDS,
         outage_tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
+        on_recovered: Callable[[float], Awaitable[None]] | None = None,
     ) -> AsyncGenerator[PathwaysJobStatus, None]:
         """
         Yield the job's status now and every time it changes, until it is terminal.
@@ -692,7 +693,8 @@ class PathwaysJobHook(KubernetesHook):
         Watches with ``resourceVersion`` (one long request per period, not a poll), resumes a
         dropped stream from the last version seen, re-lists when the server answers 410, and
         rides out an API server outage (connection errors, 429, 5xx) of up to
-        ``outage_tolerance`` seconds; then raises :class:`OutageTooLong`.
+        ``outage_tolerance`` seconds; then raises :class:`OutageTooLong`. ``on_recovered`` is
+        awaited with the outage's length each time the API server answers again after one.
         """
         async with self.a_client() as api_client:
             host = getattr(api_client.configuration, "host", "") or self.conn_id
@@ -732,6 +734,8 @@ class PathwaysJobHook(KubernetesHook):
                     lasted = outage.recovered()
                     if lasted is not None:
                         self.log.info("The Kubernetes API server answers again after %.0fs", lasted)
+                        if on_recovered is not None:
+                            await on_recovered(lasted)
             finally:
                 watch.close_streams()
 

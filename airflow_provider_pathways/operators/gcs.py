@@ -226,6 +226,12 @@ class CleanupCompilationCacheOperator(BaseOperator):
         )
         result = report.to_dict()
         self.log.info("%s", report.summary_table())
+        if not report.dry_run:
+            from airflow_provider_pathways import metrics
+
+            tags = metrics.task_tags(context.get("ti"))
+            metrics.emit(metrics.CACHE_BYTES_FREED, report.deleted_bytes, tags)
+            metrics.emit(metrics.CACHE_OBJECTS_FREED, report.deleted_objects, tags)
         context["ti"].xcom_push(key="cleanup_report", value=result)
         if report.errors and self.fail_on_errors:
             samples = "; ".join(f"{s['object']}: {s['error']}" for s in report.error_samples[:3])

@@ -65,7 +65,15 @@ from airflow_provider_pathways.gke.task_job import (
 )
 from airflow_provider_pathways.links import CloudLoggingLink, GKEWorkloadLink, push_console_links
 from airflow_provider_pathways.operators.reattaching import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.operators.submitted import (
+    SUBMITTED_MANIFEST_KEY,
+    as_yaml,
+    masked_text,
+    placeholder_context,
+    show_submission,
+)
 from airflow_provider_pathways.operators.template_values import rendered_mapping
+from airflow_provider_pathways.operators.usage import MeasuredPathwaysJob
 from airflow_provider_pathways.outcomes import JobJudgement, KeptJob, Verdict
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
@@ -189,8 +197,10 @@ class FollowedJob:
                           namespace, name, fresh)  # fmt: skip
             self._spec = dataclasses.replace(self.spec, name=fresh)
             name = fresh
+        manifest = manifest_for(self.spec, self.kind)
+        self.show_manifest(context, manifest, f"Submitting {self.kind} {namespace}/{name}", dry_run=False)
         try:
-            created = self.hook.create_job(manifest_for(self.spec, self.kind), namespace)
+            created = self.hook.create_job(manifest, namespace)
         except ApiException as err:
             if err.status == 422:
                 body = err.body.decode(errors="replace") if isinstance(err.body, bytes) else err.body
@@ -207,6 +217,14 @@ class FollowedJob:
         self._job = JobRef.of(created, self.kind)
         self.log.info("Created %s (uid %s)", self._job, self._job.uid)
         return self._job.to_id()
+
+    def show_manifest(
+        self, context: Context | None, manifest: Mapping[str, Any], title: str, *, dry_run: bool
+    ) -> None:
+        """Push the manifest to XCom (``submitted_manifest``) and log it as YAML, secrets masked."""
+        show_submission(
+            self.log, context, SUBMITTED_MANIFEST_KEY, title, masked_text(manifest), dry_run=dry_run
+        )
 
     def _remove_unkept(self, ref: JobRef, status: PathwaysJobStatus) -> bool:
         """An ended, unsuccessful job of the task instance that ``delete_on`` would have deleted but
@@ -331,9 +349,12 @@ def _seconds(value: timedelta | float | None) -> float | None:
     return value.total_seconds() if isinstance(value, timedelta) else value
 
 
-class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
+class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperator):
     """
     Create a PathwaysJob (or the equivalent plain JobSet) and follow it.
+
+    Every try that creates a job logs the manifest it sends (as YAML) and pushes it to XCom under
+    ``submitted_manifest``, secrets masked (a try that reattaches to an earlier try's job sends none).
 
     :param job: the job: a :class:`~airflow_provider_pathways.gke.spec.PathwaysJobSpec`, a dict (a
         manifest or its ``spec``), or YAML text / a ``.yaml`` file path (templated).
@@ -372,6 +393,9 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
     :param priority_class: Kueue WorkloadPriorityClass (label ``kueue.x-k8s.io/priority-class``).
     :param queue_timeout: give up when the job has been queued this long (seconds or timedelta);
         the queued job is deleted so that it does not start later unwatched.
+    :param dry_run: render and check the manifest, log it and push it to XCom
+        (``submitted_manifest``), and succeed without creating anything or waiting. The namespace
+        given nowhere else is read from the connection (no API call).
     """
 
     template_fields: Sequence[str] = (
@@ -428,6 +452,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
         queue_name: str | None = None,
         priority_class: str | None = None,
         queue_timeout: timedelta | float | None = None,
+        dry_run: bool = False,
         **kwargs: Any,
     ) -> None:
         apply_preemption_budget(kwargs, preemption_retries)
@@ -470,6 +495,10 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
         self.queue_timeout = _seconds(queue_timeout)
         if self.queue_timeout is not None and self.queue_timeout <= 0:
             raise ValueError("queue_timeout: must be > 0 seconds (or None to wait in the queue for ever)")
+        if not isinstance(dry_run, bool):
+            raise TypeError(f"dry_run: expected True or False, got {type(dry_run).__name__}")
+        #: ``dry_run`` as given (``BaseOperator.dry_run`` is a method).
+        self.is_dry_run = dry_run
         self._spec: PathwaysJobSpec | None = None
         self._status: PathwaysJobStatus | None = None
 
@@ -561,8 +590,27 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
 
     def execute(self, context: Context) -> Any:
         self._spec = self.build_spec(context)
+        if self.is_dry_run:
+            return self._dry_run(context)
         self.start_try(context)
         return self.run_job(context)
+
+    def _dry_run(self, context: Context) -> dict[str, Any]:
+        """Show the manifest a real run would create; nothing is sent."""
+        spec = self.spec
+        self.show_manifest(
+            context,
+            manifest_for(spec, self.kind),
+            f"Dry run: {self.kind} {spec.namespace}/{spec.name} would be created (nothing was created)",
+            dry_run=True,
+        )
+        return {"dry_run": True, "name": spec.name, "namespace": spec.namespace, "kind": self.kind}
+
+    def dry_run(self) -> None:
+        """Print the manifest as YAML, as ``KubernetesPodOperator.dry_run()`` prints its pod: outside
+        a task run, its name and task labels are those of a run with id ``dry_run``."""
+        spec = self.build_spec(placeholder_context(self))
+        print(as_yaml(masked_text(manifest_for(spec, self.kind))))
 
     def recall_outcome(self, outcome: JsonValue) -> PathwaysJobStatus | None:
         return PathwaysJobStatus.from_dict(outcome) if isinstance(outcome, dict) else None
@@ -597,6 +645,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
                 deadline_reason=deadline.reason,
                 outage_tolerance=self.outage_tolerance,
                 queue_timeout=self.queue_timeout,
+                metric_tags=self.metric_tags(context),
             ),
             method_name="execute_complete",
             kwargs=deferred_by(context),
@@ -611,6 +660,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
         def look() -> PathwaysJobStatus | None:
             status = self.job_status()
             self._status = status
+            self.observe_usage(context, status)
             if status != last[0]:
                 self.log.info("%s", status.progress(need))
                 last[0] = status
@@ -674,6 +724,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
         self._spec = self.build_spec(context)
         self.start_try(context, resumed=True)
         self._identity_pushed = True  # before the try deferred
+        self.resume_usage(event)
         if self._job is None:  # kept before this try deferred; without a task_state_store, every
             # event of the trigger names the job it followed
             self._job = JobRef.from_id(event.get("followed"), self.kind)
@@ -721,6 +772,7 @@ class PathwaysJobOperator(FollowedJob, ReattachingJobOperator):
         if status.terminal:
             self._log_program_tail(status)
         context["ti"].xcom_push(key="status", value=status.to_dict())
+        self.report_usage(context, status, self.followed.uid or str(self.followed))
         if wait_succeeded(status, self.wait_until):
             if status.phase is Phase.SUCCEEDED:
                 self.remember_outcome(context, Verdict.SUCCEEDED, status.to_dict())

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
 
+from airflow_provider_pathways import metrics
 from airflow_provider_pathways.failures import PathwaysWatchLost
 from airflow_provider_pathways.outcomes import (
     JobJudgement,
@@ -79,6 +80,13 @@ class ReattachingJobOperator(BaseOperator):
     left_behind: str = "it may still exist"
     poll_interval: float
     outage_tolerance: float
+    #: The ``backend`` tag of the task's metrics (:mod:`airflow_provider_pathways.metrics`).
+    metrics_backend: str | None = None
+
+    def metric_tags(self, context: Context | None) -> dict[str, str]:
+        """The tags of this task's metrics."""
+        ti = context.get("ti") if context is not None else None
+        return metrics.task_tags(ti, backend=self.metrics_backend)
 
     def recall_outcome(self, outcome: JsonValue) -> Any:
         """What :meth:`finish_job` observes for a success a try reported (``outcome``, as kept by
@@ -290,6 +298,7 @@ class ReattachingJobOperator(BaseOperator):
                     self.describe_job(adopted),
                 )
                 self._keep(context, KeptJob(adopted))
+                metrics.emit(metrics.TRIES_REPLACED, 1, self.metric_tags(context))
                 return self.follow_job(adopted, context)
         external_id = self.submit_job(context)
         if external_id is not None:
@@ -319,6 +328,7 @@ class ReattachingJobOperator(BaseOperator):
             self.log.info("Reattaching to %s, submitted by an earlier try%s", job, detail)
             if kept.reported is not None or cleared:  # it runs again: nothing reported yet
                 self._keep(context, KeptJob(stored))
+            metrics.emit(metrics.TRIES_REPLACED, 1, self.metric_tags(context))
             return self.follow_job(stored, context)
         if action is ReattachAction.RESTART:
             self.log.warning(

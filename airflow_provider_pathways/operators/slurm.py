@@ -13,6 +13,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from airflow_provider_pathways.airflow_features import resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
 from airflow_provider_pathways.operators.reattaching import Deadline
+from airflow_provider_pathways.operators.submitted import placeholder_context
 from airflow_provider_pathways.outcomes import JobJudgement, Verdict
 from airflow_provider_pathways.slurm.job import SlurmJob
 from airflow_provider_pathways.slurm.outcome import (
@@ -89,6 +90,10 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
     :param outage_tolerance: seconds an outage of slurmrestd or sshd may last during the wait; a
         longer one raises :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried
         with the job kept, or on the last try with the job cancelled (``cancel_on_kill``).
+    :param dry_run: check the arguments, log the request and push it to XCom
+        (``submitted_request``, secrets masked), and succeed without reading the connection,
+        submitting or waiting (``cluster_env_path`` keeps its ``~``; ``max_slices`` is not checked
+        against the cluster's ``MaxArraySize``).
     """
 
     template_fields: Sequence[str] = (
@@ -177,8 +182,20 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
             gcs_bucket=self.gcs_bucket,
         )
         if self.cluster_env_variable:
-            environment[self.cluster_env_variable] = self.hook.expand_path(str(self.cluster_env_path))
+            path = str(self.cluster_env_path)  # a dry run leaves "~" to the cluster: no connection
+            environment[self.cluster_env_variable] = path if self.is_dry_run else self.hook.expand_path(path)
         return environment
+
+    def dry_run(self) -> None:
+        """Print the request as YAML (see the base class), ``cluster.env`` placed for a run with id
+        ``dry_run``."""
+        given, dry = self.cluster_env_path, self.is_dry_run
+        try:
+            self.is_dry_run = True
+            self._resolve_cluster_env_path(placeholder_context(self))
+            super().dry_run()
+        finally:
+            self.cluster_env_path, self.is_dry_run = given, dry
 
     def _cancel(self, reason: str) -> None:
         """Cancel the service job and its worker array, on kill, timeout and replacement alike, so
@@ -271,7 +288,9 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         if event.get("status") != "ready":
             raise AirflowException(f"unexpected trigger event {event!r}")
         readiness = Readiness.from_dict(event["readiness"])
-        return self.finish_job(context, self._job_id, ServiceCheck(None, readiness))
+        job = SlurmJob.from_dict(event["job"]) if event.get("job") else None
+        seen_at = float(event.get("seen_at") or time.time())
+        return self.finish_job(context, self._job_id, ServiceCheck(job, readiness, seen_at))
 
     def finish_job(self, context: Context, external_id: JsonValue, observed: Any = None) -> dict[str, Any]:
         """The one judgement of the service job: ready (XComs), or ended before it was ready."""
@@ -284,6 +303,8 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         if self.wait_for_ready and not readiness.ready:  # the wait ended because the service did
             self._fail_service_ended(context, check.job)
         if readiness.ready:
+            if check.job is not None:
+                self.report_job(context, check.job, ready_at=check.seen_at)
             self.log.info("Pathways service %s is ready: proxy %s", job_id, readiness.proxy_address)
             context["ti"].xcom_push(key="proxy_address", value=readiness.proxy_address)
             context["ti"].xcom_push(key="worker_array_job_id", value=readiness.worker_array_job_id)
@@ -305,6 +326,7 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
                 job=str(self._job_id),
             )
         judgement = self.judgement(job)
+        self.report_job(context, job, preempted=judgement.failure is FailureClass.PREEMPTED)
         raise PathwaysJobFailed.for_class(
             judgement.failure or FailureClass.UNKNOWN,
             f"the Pathways service job {job.job_id} ended before it was ready: {job.state}"
@@ -354,6 +376,9 @@ class SlurmJobOperator(SlurmJobBaseOperator):
     :param max_requeues: requeues (preemption, node failures) after which the wait ends (default
         10; ``None``: no bound); the job is cancelled (``cancel_on_kill``) and the try fails as a
         preemption.
+    :param dry_run: check the arguments, log the request and push it to XCom
+        (``submitted_request``, secrets masked), and succeed without reading the connection,
+        submitting or waiting (whether ``script_path`` exists is not checked).
     """
 
     template_fields: Sequence[str] = (*SlurmJobBaseOperator.template_fields, "worker_array_job_id")
@@ -493,6 +518,8 @@ class SlurmJobOperator(SlurmJobBaseOperator):
             raise PathwaysJobFailed.for_class(*self.lost_job(job_id, lost), job=str(job_id))
         tail = self._output_tail(job)
         judgement = self.judge_failure(job, self.judgement(job), tail)
+        if judgement.verdict is not Verdict.ACTIVE:
+            self.report_job(context, job, preempted=judgement.failure is FailureClass.PREEMPTED)
         self.log_tail(f"Last lines of the output of Slurm job {job_id} ({job.std_out}):", tail)
         context["ti"].xcom_push(key="job", value=job.to_dict())
         if judgement.verdict is Verdict.SUCCEEDED:

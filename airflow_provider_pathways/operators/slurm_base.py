@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowTaskTimeout, conf
 
+from airflow_provider_pathways import metrics
 from airflow_provider_pathways.airflow_features import deferred_by
 from airflow_provider_pathways.failures import (
     DEFAULT_PREEMPTION_RETRIES,
@@ -17,6 +18,14 @@ from airflow_provider_pathways.failures import (
     apply_preemption_budget,
 )
 from airflow_provider_pathways.operators.reattaching import Deadline, ReattachingJobOperator, task_deadline
+from airflow_provider_pathways.operators.submitted import (
+    SUBMITTED_REQUEST_KEY,
+    as_yaml,
+    masked_environment,
+    masked_text,
+    placeholder_context,
+    show_submission,
+)
 from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.outcomes import JobJudgement, Verdict
 from airflow_provider_pathways.slurm.errors import SlurmJobLost, is_transient
@@ -49,9 +58,15 @@ if TYPE_CHECKING:
 
 
 class SlurmJobBaseOperator(ReattachingJobOperator):
-    """Submission, reattachment (``task_state_store``), the wait and cancellation of one Slurm job."""
+    """Submission, reattachment (``task_state_store``), the wait and cancellation of one Slurm job.
+
+    Every try that submits a job logs the request it sends (script, sbatch options, environment) as
+    YAML and pushes it to XCom under ``submitted_request``, secrets masked. ``dry_run=True`` checks
+    and shows the request the same way and succeeds without reading the connection or submitting.
+    """
 
     external_id_key = "slurm_job_id"
+    metrics_backend = "slurm"
     left_behind = "it may still be running: cancel it with CancelSlurmJobOperator or scancel"
     #: What every Slurm job operator templates (subclasses add their own).
     template_fields: Sequence[str] = (
@@ -92,12 +107,17 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         wait_timeout: float | None = None,
         preemption_retries: int = DEFAULT_PREEMPTION_RETRIES,
         outage_tolerance: timedelta | float = DEFAULT_OUTAGE_TOLERANCE,
+        dry_run: bool = False,
         **kwargs: Any,
     ) -> None:
         apply_preemption_budget(kwargs, preemption_retries)
         super().__init__(**kwargs)
         if poll_interval <= 0:
             raise ValueError("poll_interval: must be > 0 seconds")
+        if not isinstance(dry_run, bool):
+            raise TypeError(f"dry_run: expected True or False, got {type(dry_run).__name__}")
+        #: ``dry_run`` as given (``BaseOperator.dry_run`` is a method).
+        self.is_dry_run = dry_run
         self.slurm_conn_id = slurm_conn_id
         self.script = script
         self.script_path = script_path
@@ -179,11 +199,45 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         )
 
     def execute(self, context: Context) -> Any:
+        self.check_inputs()
+        if self.is_dry_run:
+            request = self.checked_request(context)
+            self.show_request(
+                context,
+                request,
+                f"Dry run: Slurm job {request.display_name} would be submitted (nothing was submitted)",
+                dry_run=True,
+            )
+            return {"dry_run": True, "job_name": request.display_name}
+        self.start_try(context)
+        return self.run_job(context)
+
+    def check_inputs(self) -> None:
+        """Refuse the operator's arguments (:meth:`input_problems`) before anything is submitted."""
         problems = self.input_problems()
         if problems:
             raise PathwaysSpecRejected("nothing was submitted:\n" + "\n".join(f"  {p}" for p in problems))
-        self.start_try(context)
-        return self.run_job(context)
+
+    def checked_request(self, context: Context) -> SubmitRequest:
+        """:meth:`submission_request`; a bad field raises ``PathwaysSpecRejected`` naming it."""
+        try:
+            return self.submission_request(context)
+        except (ValueError, TypeError) as err:
+            raise PathwaysSpecRejected(f"nothing was submitted: {err}") from err
+
+    def show_request(
+        self, context: Context | None, request: SubmitRequest, title: str, *, dry_run: bool
+    ) -> None:
+        """Push the request to XCom (``submitted_request``) and log it as YAML, secrets masked."""
+        show_submission(
+            self.log, context, SUBMITTED_REQUEST_KEY, title, shown_request(request), dry_run=dry_run
+        )
+
+    def dry_run(self) -> None:
+        """Print the request as YAML (as ``KubernetesPodOperator.dry_run()`` prints its pod): outside
+        a task run, its job name and comment are those of a run with id ``dry_run``."""
+        self.check_inputs()
+        print(as_yaml(shown_request(self.checked_request(placeholder_context(self)))))
 
     def start_try(self, context: Context) -> tuple[str, int]:
         """Remember which task instance and try this is (its marker and try number) before anything
@@ -197,8 +251,10 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         return f"Slurm job {external_id}"
 
     def submit_job(self, context: Context) -> JsonValue:
+        request = self.checked_request(context)
+        self.show_request(context, request, f"Submitting Slurm job {request.display_name}", dry_run=False)
         try:
-            job_id = self.hook.submit_job(self.submission_request(context))
+            job_id = self.hook.submit_job(request)
         except (FileNotFoundError, ValueError, TypeError) as err:
             raise PathwaysSpecRejected(f"nothing was submitted: {err}") from err
         self._job_id = job_id
@@ -247,6 +303,34 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         if outcome is JobOutcome.FAILED:
             return JobJudgement.failed(failure or FailureClass.UNKNOWN, message)
         return JobJudgement(Verdict(outcome.value), None, message)
+
+    def report_job(
+        self, context: Context, job: SlurmJob, *, ready_at: float | None = None, preempted: bool = False
+    ) -> None:
+        """Send what Slurm's own times say of ``job`` (:mod:`~airflow_provider_pathways.metrics`): its
+        queue wait (submit to start), time to ready (submit to ``ready_at``, the look that saw the
+        service ready), time to finish (submit to end, once it ended), requeues, and a preemption.
+        Never raises."""
+        try:
+            tags = self.metric_tags(context)
+            submitted = job.submit_time
+            if submitted is not None:
+                since = {
+                    metrics.QUEUE_WAIT: job.start_time,
+                    metrics.TIME_TO_READY: (
+                        datetime.fromtimestamp(ready_at, tz=timezone.utc) if ready_at is not None else None
+                    ),
+                    metrics.TIME_TO_FINISH: job.end_time if job.terminal else None,
+                }
+                for metric, moment in since.items():
+                    if moment is not None:
+                        metrics.emit(metric, max(0.0, (moment - submitted).total_seconds()), tags)
+            if job.restarts:
+                metrics.emit(metrics.RESTARTS, job.restarts, tags)
+            if preempted:
+                metrics.emit(metrics.PREEMPTIONS, 1, tags)
+        except Exception as err:  # measuring never fails the task
+            self.log.debug("Could not send the metrics of Slurm job %s: %s", job.job_id, err)
 
     def discard_job(self, external_id: JsonValue, reason: str, *, wait: bool = False) -> None:
         self._job_id = int(external_id)  # type: ignore[arg-type]
@@ -373,3 +457,11 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         follows it; harmless if it already ended."""
         if self.discards_when_killed() and not self.newer_try_follows():
             self._cancel("task killed")
+
+
+def shown_request(request: SubmitRequest) -> dict[str, Any]:
+    """:meth:`SubmitRequest.shown`, secrets masked: the environment's values by name and by value,
+    every other string by value."""
+    shown = request.shown()
+    environment = shown.pop("environment")
+    return {**masked_text(shown), "environment": masked_environment(environment)}

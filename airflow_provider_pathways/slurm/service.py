@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -299,10 +300,12 @@ _ADDED_AFTER_0_1_0 = ("worker_job_name", "cluster_env_per_job")
 
 @dataclass(frozen=True)
 class ServiceCheck:
-    """One look at the Pathways service job: the job, and readiness when it is alive."""
+    """One look at the Pathways service job: the job, readiness when it is alive, and when the look
+    was taken (epoch seconds)."""
 
     job: SlurmJob | None
     readiness: Readiness
+    seen_at: float = field(default_factory=time.time)
 
     @property
     def service_ended(self) -> bool:

@@ -554,6 +554,19 @@ class SubmitRequest:
             return self.job_name
         return os.path.basename(self.script_path) if self.script_path else DEFAULT_JOB_NAME
 
+    def shown(self) -> dict[str, Any]:
+        """The submission as a user reads it (nothing masked): the job's name, the script's text or
+        its path on the cluster, sbatch's arguments (with the defaults the script's own ``#SBATCH``
+        lines leave; a script on the cluster is not read) and the environment."""
+        script = {"script": self.script} if self.script is not None else {"script_path": self.script_path}
+        directives = parse_sbatch_directives(self.script) if self.script is not None else {}
+        return {
+            "job_name": self.display_name,
+            **script,
+            "sbatch_options": self.sbatch_options(directives),
+            "environment": dict(self.environment),
+        }
+
     def as_kwargs(self) -> dict[str, Any]:
         """The arguments of :meth:`build` that produce this request."""
         kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "time_limit_minutes"}

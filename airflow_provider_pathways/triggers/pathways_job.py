@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import TriggerEvent
 
+from airflow_provider_pathways import metrics
 from airflow_provider_pathways.gke.objects import (
     HEAD_REPLICATED_JOB,
     MAIN_CONTAINER,
@@ -22,6 +23,7 @@ from airflow_provider_pathways.gke.objects import (
 from airflow_provider_pathways.gke.status import (
     Phase,
     WaitUntil,
+    observe_status,
     queue_time_left,
     validate_wait_arguments,
     wait_is_over,
@@ -34,6 +36,7 @@ from airflow_provider_pathways.transient import (
 )
 from airflow_provider_pathways.transient import describe_error as describe
 from airflow_provider_pathways.triggers.killable import KillableTrigger
+from airflow_provider_pathways.usage import Timeline
 
 if TYPE_CHECKING:
     from airflow_provider_pathways.gke.status import PathwaysJobStatus
@@ -65,6 +68,8 @@ class PathwaysJobTrigger(KillableTrigger):
     :param uid: the job's UID; on kill, only that object is deleted.
     :param owner_labels: the owner labels of the task instance; on kill, only its job is deleted.
     :param try_number: the try that deferred; on kill, a job a newer try follows is left alone.
+    :param metric_tags: tags of the metrics the wait sends (:mod:`airflow_provider_pathways.metrics`:
+        ``tpu_type``; ``dag_id`` and ``task_id`` come from the trigger's task instance).
     :param newer: arguments a newer version of this provider serialized; ignored.
     """
 
@@ -93,6 +98,7 @@ class PathwaysJobTrigger(KillableTrigger):
         uid: str | None = None,
         owner_labels: dict[str, str] | None = None,
         try_number: int | None = None,
+        metric_tags: dict[str, str] | None = None,
         **newer: Any,
     ) -> None:
         super().__init__()
@@ -123,6 +129,8 @@ class PathwaysJobTrigger(KillableTrigger):
         self.uid = uid
         self.owner_labels = dict(owner_labels or {})
         self.try_number = try_number
+        self.metric_tags = dict(metric_tags or {})
+        self.timeline = Timeline()
         self._fired = False
         self._queued = False
 
@@ -175,6 +183,8 @@ class PathwaysJobTrigger(KillableTrigger):
             kwargs["owner_labels"] = self.owner_labels
         if self.try_number is not None:
             kwargs["try_number"] = self.try_number
+        if self.metric_tags:
+            kwargs["metric_tags"] = self.metric_tags
         return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     @cached_property
@@ -196,6 +206,7 @@ class PathwaysJobTrigger(KillableTrigger):
         self._fired = True
         # the job followed, for a task resumed without task_state_store (Airflow before 3.3)
         event["followed"] = JobRef(self.name, self.namespace, self.kind, self.uid).to_id()
+        event["timeline"] = self.timeline.to_dict()  # the milestones seen (and sent) here
         yield TriggerEvent(event)
 
     async def _wait(self) -> dict[str, Any]:
@@ -210,6 +221,7 @@ class PathwaysJobTrigger(KillableTrigger):
             options,
             watch_timeout_seconds=self.watch_timeout_seconds,
             outage_tolerance=self.outage_tolerance,
+            on_recovered=self._reconnected,
         )
         status: PathwaysJobStatus | None = None
         # The next status, awaited across waits that time out (cancelling it would end the watch).
@@ -240,6 +252,7 @@ class PathwaysJobTrigger(KillableTrigger):
                 status = finished.result()
                 self._queued = status.phase is Phase.QUEUED
                 self.log.info("%s", status.progress(need))
+                await self._measure(status)
                 if self._done(status):
                     return {"status": "done", "job": status.to_dict()}
         except StopAsyncIteration:
@@ -259,6 +272,27 @@ class PathwaysJobTrigger(KillableTrigger):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await pending
             await statuses.aclose()
+
+    def _tags(self) -> dict[str, str]:
+        ti = getattr(self, "task_instance", None)
+        return {**metrics.task_tags(ti, backend="gke"), **self.metric_tags}
+
+    async def _measure(self, status: PathwaysJobStatus) -> None:
+        """Record the milestones ``status`` shows; send those newly reached (off the event loop)."""
+        try:
+            reached = observe_status(self.timeline, status, self.min_slices)
+            for milestone in reached:
+                seconds = self.timeline.since_submitted(milestone)
+                if seconds is not None:
+                    await metrics.a_emit(metrics.MILESTONE_METRICS[milestone], seconds, self._tags())
+        except Exception as err:  # measuring never ends the wait
+            self.log.debug("Could not measure the job: %s", err)
+
+    async def _reconnected(self, lasted: float) -> None:
+        try:
+            await metrics.a_emit(metrics.TRIGGER_RECONNECTS, 1, self._tags())
+        except Exception as err:
+            self.log.debug("Could not send a metric: %s", err)
 
     async def on_kill(self) -> None:
         """Delete the job when the user kills the deferred task (always while it is queued, so it

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import TriggerEvent
 
+from airflow_provider_pathways import metrics
 from airflow_provider_pathways.slurm.errors import SlurmJobLost, is_transient
 from airflow_provider_pathways.slurm.outcome import DEFAULT_HOLD_TIMEOUT, DEFAULT_MAX_REQUEUES, StuckJobWatch
 from airflow_provider_pathways.slurm.service import (
@@ -74,6 +75,14 @@ class _SlurmPollingTrigger(KillableTrigger):
         """One poll; an event payload when done."""
         raise NotImplementedError
 
+    async def _reconnected(self) -> None:
+        """Count the reconnect (never raises: it does not change the wait)."""
+        try:
+            tags = metrics.task_tags(getattr(self, "task_instance", None), backend="slurm")
+            await metrics.a_emit(metrics.TRIGGER_RECONNECTS, 1, tags)
+        except Exception as err:
+            self.log.debug("Could not send a metric: %s", err)
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = self._hook()
         outage = OutageWindow(self.outage_tolerance, what=f"Slurm (connection {self.slurm_conn_id!r})")
@@ -85,6 +94,7 @@ class _SlurmPollingTrigger(KillableTrigger):
                     lasted = outage.recovered()
                     if lasted is not None:
                         self.log.info("Slurm answers again after %.0fs", lasted)
+                        await self._reconnected()
                 except Exception as err:
                     if not is_transient(err):
                         payload = {"status": "error", "message": f"Slurm error: {describe_error(err)}"}
@@ -304,7 +314,12 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
             self.log.info("Pathways service %s: %s", self.service_job_id, check.readiness.reason)
             self._last_reason = check.readiness.reason
         if check.readiness.ready:
-            return {"status": "ready", "readiness": check.readiness.to_dict()}
+            return {
+                "status": "ready",
+                "readiness": check.readiness.to_dict(),
+                "job": check.job.to_dict() if check.job else None,
+                "seen_at": check.seen_at,
+            }
         return None
 
     async def on_kill(self) -> None:

@@ -159,6 +159,9 @@ with DAG("gke_controller_rejects", schedule=None, start_date=START) as controlle
 with DAG("gke_preempted_then_retried", schedule=None, start_date=START) as preempted_then_retried:
     operator("train", "preempted", spec(), deferrable=True, annotations=knobs(program_seconds=1.5))
 
+with DAG("gke_metrics_preempted", schedule=None, start_date=START) as metrics_preempted:
+    operator("train", "metrics-preempted", spec(), deferrable=True, annotations=knobs(program_seconds=1.5))
+
 with DAG("gke_suspended_reattach", schedule=None, start_date=START) as suspended_reattach:
     operator(
         "train",

@@ -28,6 +28,7 @@ from tests.deployment.harness import Airflow, TaskOutcome
 from tests.deployment.outage import Gate
 from tests.deployment.scenarios import Runner, Stage
 from tests.environment import require_root
+from tests.statsd_server import StatsdListener
 
 HERE = Path(__file__).resolve().parent
 DAG_FILES = sorted((HERE / "dags").glob("*.py"))
@@ -242,13 +243,17 @@ def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
             "google_cloud_sandbox": google_cloud,
             "gke_google": gke_google,
         }
-        deployment = AirflowDeployment(base / "airflow", DAG_FILES, connections=connections, parallelism=32)
+        statsd = StatsdListener()  # Airflow's [metrics] go here: the provider's metrics in a deployment
+        cleanups.append(statsd.close)
+        deployment = AirflowDeployment(
+            base / "airflow", DAG_FILES, connections=connections, parallelism=32, env=statsd.settings()
+        )
         cleanups.append(deployment.stop)
         deployment.start()
         request.config.stash[DEPLOYMENT_KEY] = deployment
         airflow = Airflow(deployment)
         cleanups.append(airflow.close)
-        yield Stage(airflow=airflow, kube=kube, slurm=slurm, gates=gates, google=google)
+        yield Stage(airflow=airflow, kube=kube, slurm=slurm, gates=gates, google=google, statsd=statsd)
         if os.environ.get("PATHWAYS_DEPLOYMENT_CPU_REPORT") == "1":
             snapshots = airflow._snapshots
             print(

@@ -126,6 +126,8 @@ class Stage:
     google: Any = None
     #: The GCS emulator (``sandbox.gcs.launcher.GcsEmulator``) the deployment reaches, if any.
     gcs: Any = None
+    #: The StatsD server (``tests.statsd_server.StatsdListener``) the deployment's metrics go to.
+    statsd: Any = None
     outage_seconds: float = 20.0
     drills: dict[str, Rendezvous] = field(default_factory=dict)
     runner: Runner | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_provider_pathways import metrics
 from tests.deployment.harness import FINISHED_TI_STATES, TaskOutcome, outcome
 from tests.deployment.scenarios import Stage, scenario
 from tests.deployment.steps import WAIT, gke_end_program, gke_waiting, namespace, slurm_waiting
@@ -76,3 +77,28 @@ def test_explicit_zero_retries_wins_over_preemption_retries(seen: TaskOutcome, p
     assert (seen.state, seen.try_number) == ("failed", 1)
     assert "preempt" in seen.log(1).lower()
     assert len(seen.extra["jobs"]) == 1 and seen.extra["program_runs"] == 1
+
+
+@pytest.mark.scenario("preempt[{platform}-retries-unset]")
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_preempted_and_retried_task_sends_its_metrics(
+    seen: TaskOutcome, platform: str, stage: Stage
+) -> None:
+    """The provider's metrics reach a StatsD server through Airflow's own ``[metrics]`` settings, from
+    the task processes and (GKE, deferred) from the triggerer's triggers."""
+    assert (seen.state, seen.try_number) == ("success", 2)
+    where = {"dag_id": seen.dag_id, "task_id": "train"}
+    backend = "gke" if platform == "gke" else "slurm"
+    statsd = stage.statsd
+    (preempted,) = statsd.wait_for(metrics.PREEMPTIONS.name, 1, **where)
+    assert preempted[0]["backend"] == backend and preempted[1:] == (1.0, "c")
+    # each try's job ended (GKE: seen by the trigger; Slurm: its EndTime, read when the wait ended)
+    ended = statsd.wait_for(metrics.TIME_TO_FINISH.name, 2, **where)
+    assert all(kind == "ms" and 0 <= value < 1000 * RUN_TIMEOUT for _, value, kind in ended), ended
+    assert statsd.wait_for(metrics.QUEUE_WAIT.name, 1, **where)
+    hours = statsd.metrics(metrics.TPU_HOURS.name, **where)
+    if platform == "gke":  # the spec's TPU type; each try's chip-hours
+        assert {tags["tpu_type"] for tags, _, _ in ended} == {"v5litepod-16"}
+        assert len(statsd.wait_for(metrics.TPU_HOURS.name, 2, **where)) == 2
+    else:
+        assert hours == []  # a Slurm workload holds no TPU chips

@@ -1,0 +1,130 @@
+"""What a PathwaysJobOperator measures of its job: the milestones it sees as metrics, and each try's
+TPU-hours (in the task log, XCom ``tpu_hours`` and, from Airflow 3.3, kept across tries in the task's
+``task_state_store``)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_pathways import metrics
+from airflow_provider_pathways.gke.status import observe_status
+from airflow_provider_pathways.outcomes import FailureClass
+from airflow_provider_pathways.usage import Timeline, TryUsage, tpu_hours
+
+if TYPE_CHECKING:
+    from airflow.sdk.definitions.context import Context
+    from airflow.sdk.types import Logger
+
+    from airflow_provider_pathways.gke.spec import PathwaysJobSpec
+    from airflow_provider_pathways.gke.status import PathwaysJobStatus
+
+#: The XCom key, and the ``task_state_store`` key, of the tries' TPU-hours.
+TPU_HOURS_KEY = "tpu_hours"
+
+
+def spec_tpu(spec: PathwaysJobSpec) -> tuple[str | None, int | None]:
+    """The spec's TPU type (device type, else machine type) and chips per slice (None if unknown)."""
+    try:
+        shape = spec.slice_shape
+        chips: int | None = shape.vms_per_slice * shape.chips_per_vm
+    except Exception:  # a machine type nobody knows: the spec's validation says so, not this
+        chips = None
+    return spec.device_type or spec.workers.type or None, chips
+
+
+def emit_milestones(reached: tuple[str, ...], timeline: Timeline, tags: dict[str, str]) -> None:
+    """Send the timer of each milestone newly reached (when the submission time is known)."""
+    for milestone in reached:
+        seconds = timeline.since_submitted(milestone)
+        if seconds is not None:
+            metrics.emit(metrics.MILESTONE_METRICS[milestone], seconds, tags)
+
+
+class MeasuredPathwaysJob:
+    """Mixin of :class:`~airflow_provider_pathways.operators.pathways_job.PathwaysJobOperator`."""
+
+    if TYPE_CHECKING:
+
+        @property
+        def log(self) -> Logger: ...
+        @property
+        def spec(self) -> PathwaysJobSpec: ...
+        def required_slices(self, spec: PathwaysJobSpec) -> int: ...
+
+        wait_until: str
+
+    metrics_backend: str | None = "gke"
+    _timeline: Timeline | None = None
+
+    @property
+    def timeline(self) -> Timeline:
+        if self._timeline is None:
+            self._timeline = Timeline()
+        return self._timeline
+
+    def metric_tags(self, context: Context | None) -> dict[str, str]:
+        ti = context.get("ti") if context is not None else None
+        tpu_type = None
+        with contextlib.suppress(Exception):  # the spec is resolved in execute()
+            tpu_type = spec_tpu(self.spec)[0]
+        return metrics.task_tags(ti, backend=self.metrics_backend, tpu_type=tpu_type)
+
+    def observe_usage(self, context: Context, status: PathwaysJobStatus) -> None:
+        """Record what ``status`` shows; send the milestones it newly reached."""
+        try:
+            reached = observe_status(self.timeline, status, self.required_slices(self.spec))
+            emit_milestones(reached, self.timeline, self.metric_tags(context))
+        except Exception as err:  # measuring never fails the task
+            self.log.debug("Could not measure the job: %s", err)
+
+    def resume_usage(self, event: dict[str, Any]) -> None:
+        """Take the timeline the trigger kept (it sent the milestones it saw)."""
+        self._timeline = Timeline.from_dict(event.get("timeline"))
+
+    def report_usage(self, context: Context, status: PathwaysJobStatus, job: str) -> None:
+        """The try's end: its restarts, preemption and TPU-hours as metrics, the tries' TPU-hours in
+        XCom ``tpu_hours`` and one summary line in the task log. Never raises."""
+        try:
+            self._report_usage(context, status, job)
+        except Exception as err:
+            self.log.debug("Could not report the job's TPU-hours: %s", err)
+
+    def _report_usage(self, context: Context, status: PathwaysJobStatus, job: str) -> None:
+        self.observe_usage(context, status)
+        tags = self.metric_tags(context)
+        ti = context["ti"]
+        preempted = status.failure is FailureClass.PREEMPTED
+        if status.restarts:
+            metrics.emit(metrics.RESTARTS, status.restarts, tags)
+        if preempted:
+            metrics.emit(metrics.PREEMPTIONS, 1, tags)
+        tpu_type, chips = spec_tpu(self.spec)
+        timeline = self.timeline
+        this = TryUsage(
+            try_number=int(getattr(ti, "try_number", 0) or 0),
+            job=job,
+            tpu_type=tpu_type,
+            chips_per_slice=chips,
+            slices=self.spec.workers.num_slices,
+            started=timeline.started,
+            ended=timeline.ended,
+            preempted=preempted,
+        )
+        if this.tpu_hours is not None:
+            metrics.emit(metrics.TPU_HOURS, this.tpu_hours, tags)
+        store = context.get("task_state_store")
+        earlier: list[TryUsage] = []
+        if store is not None:
+            with contextlib.suppress(Exception):
+                kept: Any = store.get(TPU_HOURS_KEY) or {}
+                earlier = [TryUsage.from_dict(t) for t in kept.get("tries") or []]
+        # before Airflow 3.3 (no task_state_store) nothing of the earlier tries is kept: the total
+        # is this try's, marked a lower bound
+        unrecorded = 0 if store is not None else max(0, this.try_number - 1)
+        usage = tpu_hours([*(t for t in earlier if t.try_number != this.try_number), this], unrecorded)
+        if store is not None:
+            with contextlib.suppress(Exception):
+                store.set(TPU_HOURS_KEY, {"tries": [t.to_dict() for t in usage.tries]})
+        ti.xcom_push(key=TPU_HOURS_KEY, value=usage.to_dict())
+        self.log.info("%s", usage.summary(this.try_number))

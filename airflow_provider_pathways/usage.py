@@ -1,0 +1,263 @@
+"""How long a job waited and ran, and the TPU-hours its tries held, in the terms every backend
+shares (no Airflow here).
+
+A :class:`Timeline` keeps the moments a try saw its job reach a milestone (epoch seconds): submitted
+(the job's own creation time), running (admitted and placed: no longer queued or pending), ready
+(``min_slices`` slices and the head ready) and ended. :func:`tpu_hours` turns the tries' records
+(:class:`TryUsage`) into TPU-hours by the rules in its docstring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from airflow_provider_pathways.outcomes import known_fields
+
+#: The milestones of a job, in the order it reaches them (after ``submitted``).
+MILESTONES = ("running", "ready", "ended")
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass
+class Timeline:
+    """When a try saw its job submitted, running, ready and ended (epoch seconds; None: not seen)."""
+
+    submitted: float | None = None
+    running: float | None = None
+    ready: float | None = None
+    ended: float | None = None
+    #: The job waits for admission (Kueue) before it runs: its submission is not its start.
+    admitted_later: bool = False
+
+    def observe(
+        self,
+        *,
+        now: float,
+        running: bool,
+        ready: bool,
+        ended: bool,
+        submitted: float | None = None,
+        admitted_later: bool = False,
+    ) -> tuple[str, ...]:
+        """Record the milestones first reached at ``now`` (a ready job is running; an ended one is
+        past running only if it was seen running); the names of those newly reached."""
+        if self.submitted is None and submitted is not None:
+            self.submitted = submitted
+        self.admitted_later = self.admitted_later or admitted_later
+        reached = {"running": running or ready, "ready": ready, "ended": ended}
+        new = []
+        for name in MILESTONES:
+            if reached[name] and getattr(self, name) is None:
+                setattr(self, name, now)
+                new.append(name)
+        return tuple(new)
+
+    @property
+    def started(self) -> float | None:
+        """When the job started holding its chips: first seen running; for a job that ended before
+        anyone saw it running and that no queue admits, its submission (it runs from creation)."""
+        if self.running is not None:
+            return self.running
+        if self.ended is not None and not self.admitted_later:
+            return self.submitted
+        return None
+
+    def since_submitted(self, milestone: str) -> float | None:
+        """Seconds from submission to ``milestone``; None when either is unknown."""
+        at = getattr(self, milestone)
+        if at is None or self.submitted is None:
+            return None
+        return max(0.0, at - self.submitted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Timeline:
+        """Inverse of :meth:`to_dict`; an absent or unreadable payload is an empty timeline."""
+        if not isinstance(data, Mapping):
+            return cls()
+        values: dict[str, Any] = {
+            k: v for k, v in known_fields(cls, data).items() if isinstance(v, int | float)
+        }
+        return cls(**values)
+
+    def merged(self, other: Timeline) -> Timeline:
+        """The earliest submission and start, and the latest end, of two views of one job."""
+
+        def pick(a: float | None, b: float | None, choose: Any) -> float | None:
+            known = [x for x in (a, b) if x is not None]
+            return choose(known) if known else None
+
+        return Timeline(
+            submitted=pick(self.submitted, other.submitted, min),
+            running=pick(self.running, other.running, min),
+            ready=pick(self.ready, other.ready, min),
+            ended=pick(self.ended, other.ended, max),
+            admitted_later=self.admitted_later or other.admitted_later,
+        )
+
+
+@dataclass(frozen=True)
+class TryUsage:
+    """What one try's job held: ``chips_per_slice`` * ``slices`` TPU chips from ``started`` to
+    ``ended`` (epoch seconds); any of them None when not known."""
+
+    try_number: int
+    job: str
+    tpu_type: str | None = None
+    chips_per_slice: int | None = None
+    slices: int | None = None
+    started: float | None = None
+    ended: float | None = None
+    preempted: bool = False
+
+    @property
+    def chips(self) -> int | None:
+        if self.chips_per_slice is None or self.slices is None:
+            return None
+        return self.chips_per_slice * self.slices
+
+    @property
+    def hours(self) -> float | None:
+        """Wall time in hours from start to end; None when either is unknown."""
+        if self.started is None or self.ended is None:
+            return None
+        return max(0.0, self.ended - self.started) / SECONDS_PER_HOUR
+
+    @property
+    def tpu_hours(self) -> float | None:
+        """Chips * wall hours; None when either is unknown."""
+        chips, hours = self.chips, self.hours
+        return None if chips is None or hours is None else chips * hours
+
+    def unknown(self) -> str | None:
+        """Why the try's TPU-hours are not known; None when they are."""
+        missing = []
+        if self.chips_per_slice is None:
+            missing.append("chips per slice")
+        if self.slices is None:
+            missing.append("slice count")
+        if self.started is None:
+            missing.append("start (never seen running)")
+        if self.ended is None:
+            missing.append("end (the job had not ended when the try did)")
+        return ", ".join(missing) or None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tpu_hours"] = self.tpu_hours
+        data["unknown"] = self.unknown()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TryUsage:
+        return cls(**known_fields(cls, data))
+
+
+@dataclass(frozen=True)
+class TpuHours:
+    """TPU-hours of a task's tries (:func:`tpu_hours`); ``unrecorded`` earlier tries left no record
+    (where the scheduler keeps nothing across tries)."""
+
+    tries: tuple[TryUsage, ...] = field(default=())
+    unrecorded: int = 0
+
+    @property
+    def total(self) -> float:
+        """The sum over the tries whose TPU-hours are known."""
+        return sum(t.tpu_hours or 0.0 for t in self.tries)
+
+    @property
+    def complete(self) -> bool:
+        """Every try is recorded and its TPU-hours known (else :attr:`total` is a lower bound)."""
+        return self.unrecorded == 0 and all(t.tpu_hours is not None for t in self.tries)
+
+    @property
+    def lost_to_preemption(self) -> float:
+        return sum(t.tpu_hours or 0.0 for t in self.tries if t.preempted)
+
+    @property
+    def lost_share(self) -> float | None:
+        """:attr:`lost_to_preemption` over :attr:`total`; None when the total is 0."""
+        return self.lost_to_preemption / self.total if self.total > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The XCom value: each try, the total, and what preempted tries spent."""
+        return {
+            "unit": "TPU chip-hours",
+            "tries": [t.to_dict() for t in self.tries],
+            "total": round(self.total, 6),
+            "complete": self.complete,
+            "unrecorded_tries": self.unrecorded,
+            "lost_to_preemption": round(self.lost_to_preemption, 6),
+            "lost_share": None if self.lost_share is None else round(self.lost_share, 4),
+        }
+
+    def summary(self, try_number: int) -> str:
+        """One log line: this try's TPU-hours (or why unknown), the task's total and the share lost."""
+        this = next((t for t in self.tries if t.try_number == try_number), None)
+        if this is None:
+            head = f"TPU-hours: try {try_number} not known"
+        elif this.tpu_hours is None:
+            head = f"TPU-hours: try {try_number} unknown (no {this.unknown()})"
+        else:
+            assert this.hours is not None
+            head = (
+                f"TPU-hours: try {try_number} {this.tpu_hours:.4f} ({this.tpu_type or 'TPU'}: "
+                f"{this.chips_per_slice} chips x {this.slices} slices x {this.hours * 60:.2f} min)"
+            )
+        bound = "" if self.complete else "at least "
+        tries = f"{len(self.tries)} tr{'y' if len(self.tries) == 1 else 'ies'}"
+        tail = f"; task {bound}{self.total:.4f} over {tries}"
+        if self.unrecorded:
+            tail += f" ({self.unrecorded} earlier not recorded)"
+        if self.lost_to_preemption > 0 and self.lost_share is not None:
+            tail += f", {self.lost_to_preemption:.4f} ({self.lost_share:.0%}) lost to preempted tries"
+        return head + tail
+
+
+def tpu_hours(tries: Iterable[TryUsage], unrecorded: int = 0) -> TpuHours:
+    """
+    The TPU-hours (TPU chip-hours) of a task's tries.
+
+    Rules:
+
+    - a try's TPU-hours are chips per slice * slices * the wall time from its job's start (first
+      seen running: admitted and placed, no longer queued; for a job no queue admits that ended
+      before anyone saw it running, its creation) to its end (first seen ended), in hours;
+    - a quantity that is not known (no chip count, e.g. a Slurm job without ``SLICE_SHAPE``; a job
+      never seen running; a try that ended before its job did, as with ``wait_until="ready"``) leaves
+      that try's TPU-hours unknown (None), never guessed; the total then adds the known tries and is
+      marked incomplete (a lower bound), as it is when ``unrecorded`` earlier tries left no record;
+    - a job followed by several tries (a retry that reattached) counts once, under the latest of
+      those tries, with the earliest start and the latest end any of them saw;
+    - the tries whose job was preempted (failure class ``preempted``)
+      make up ``lost_to_preemption``, and its share of the total.
+    """
+    by_job: dict[str, TryUsage] = {}
+    for usage in sorted(tries, key=lambda t: t.try_number):
+        earlier = by_job.pop(usage.job, None)
+        if earlier is not None:
+            usage = _merge(earlier, usage)
+        by_job[usage.job] = usage
+    return TpuHours(tuple(sorted(by_job.values(), key=lambda t: t.try_number)), unrecorded)
+
+
+def _merge(earlier: TryUsage, later: TryUsage) -> TryUsage:
+    def first(a: Any, b: Any) -> Any:
+        return b if b is not None else a
+
+    starts = [s for s in (earlier.started, later.started) if s is not None]
+    ends = [e for e in (earlier.ended, later.ended) if e is not None]
+    return replace(
+        later,
+        tpu_type=first(earlier.tpu_type, later.tpu_type),
+        chips_per_slice=first(earlier.chips_per_slice, later.chips_per_slice),
+        slices=first(earlier.slices, later.slices),
+        started=min(starts) if starts else None,
+        ended=max(ends) if ends else None,
+        preempted=later.preempted,
+    )

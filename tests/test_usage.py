@@ -1,0 +1,76 @@
+"""TPU-hours of a task's tries (the rules in ``tpu_hours``'s docstring) and the milestones a job's
+timeline records."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_pathways.usage import Timeline, TryUsage, tpu_hours
+
+
+def one(try_number: int, job: str, started: float | None, ended: float | None, **kw: object) -> TryUsage:
+    values: dict[str, object] = {"tpu_type": "v6e-16", "chips_per_slice": 16, "slices": 2, **kw}
+    return TryUsage(try_number, job, started=started, ended=ended, **values)  # type: ignore[arg-type]
+
+
+def test_chips_times_slices_times_wall_hours() -> None:
+    usage = tpu_hours([one(1, "a", 1000.0, 1000.0 + 1800)])
+    assert usage.tries[0].tpu_hours == pytest.approx(16 * 2 * 0.5)
+    assert usage.total == pytest.approx(16.0) and usage.complete
+    assert usage.summary(1) == (
+        "TPU-hours: try 1 16.0000 (v6e-16: 16 chips x 2 slices x 30.00 min); task 16.0000 over 1 try"
+    )
+
+
+def test_an_unknown_quantity_is_said_not_guessed() -> None:
+    usage = tpu_hours([one(1, "a", 0.0, 3600.0), one(2, "b", 0.0, 3600.0, chips_per_slice=None)])
+    assert usage.tries[1].tpu_hours is None
+    assert usage.tries[1].unknown() == "chips per slice"
+    assert usage.total == pytest.approx(32.0) and not usage.complete
+    assert usage.summary(2).startswith("TPU-hours: try 2 unknown (no chips per slice); task at least 32.0000")
+    not_ended = tpu_hours([one(1, "a", 0.0, None)])  # wait_until="ready": the job outlives the try
+    assert not_ended.tries[0].unknown() == "end (the job had not ended when the try did)"
+    assert not_ended.to_dict()["tries"][0]["tpu_hours"] is None
+
+
+def test_a_job_followed_by_two_tries_counts_once_with_its_whole_run() -> None:
+    usage = tpu_hours([one(2, "a", 200.0, 3600.0), one(1, "a", 0.0, None)])
+    (only,) = usage.tries
+    assert (only.try_number, only.started, only.ended) == (2, 0.0, 3600.0)
+    assert usage.total == pytest.approx(32.0)
+
+
+def test_the_share_lost_to_preempted_tries() -> None:
+    usage = tpu_hours([one(1, "a", 0.0, 900.0, preempted=True), one(2, "b", 1000.0, 1000.0 + 2700)])
+    assert usage.lost_to_preemption == pytest.approx(8.0)
+    assert usage.lost_share == pytest.approx(0.25)
+    data = usage.to_dict()
+    assert (data["total"], data["lost_to_preemption"], data["lost_share"]) == (32.0, 8.0, 0.25)
+    assert "8.0000 (25%) lost to preempted tries" in usage.summary(2)
+    assert [TryUsage.from_dict(t) for t in data["tries"]] == list(usage.tries)
+
+
+def test_tries_the_scheduler_kept_no_record_of_make_the_total_a_lower_bound() -> None:
+    usage = tpu_hours([one(3, "c", 0.0, 3600.0)], unrecorded=2)
+    assert usage.total == pytest.approx(32.0) and not usage.complete
+    assert usage.to_dict()["unrecorded_tries"] == 2
+    assert usage.summary(3).endswith("task at least 32.0000 over 1 try (2 earlier not recorded)")
+
+
+def test_the_timeline_records_each_milestone_once_and_its_start() -> None:
+    timeline = Timeline()
+    assert timeline.observe(now=10.0, submitted=4.0, running=False, ready=False, ended=False) == ()
+    assert timeline.observe(now=12.0, running=True, ready=True, ended=False) == ("running", "ready")
+    assert timeline.observe(now=13.0, running=True, ready=True, ended=False) == ()
+    assert timeline.observe(now=20.0, running=False, ready=False, ended=True) == ("ended",)
+    assert (timeline.since_submitted("running"), timeline.since_submitted("ended")) == (8.0, 16.0)
+    assert timeline.started == 12.0
+    assert Timeline.from_dict(timeline.to_dict()) == timeline
+    # ended before anyone saw it running: its creation, unless a queue admits it later
+    seen_late = Timeline()
+    seen_late.observe(now=9.0, submitted=4.0, running=False, ready=False, ended=True)
+    assert seen_late.started == 4.0
+    queued = Timeline()
+    queued.observe(now=9.0, submitted=4.0, running=False, ready=False, ended=True, admitted_later=True)
+    assert queued.started is None
+    assert Timeline.from_dict(None) == Timeline() == Timeline.from_dict({"running": "x"})
