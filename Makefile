@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 	bash sandbox/packages.sh python
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,openlineage]'
 	touch $@
 
 venv: $(VENV)/.installed

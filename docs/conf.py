@@ -39,7 +39,7 @@ templates_path: list[str] = []
 html_baseurl = DOCUMENTATION_URL
 html_theme = "furo"
 html_title = f"airflow-provider-pathways {release}"
-html_static_path: list[str] = []
+html_static_path: list[str] = ["_static"]
 html_show_sourcelink = False
 
 autodoc_member_order = "bysource"

@@ -91,3 +91,22 @@ def test_the_metrics_table_is_the_metrics_the_code_sends() -> None:
         cells = [" ".join(cell.split()) for cell in row.split("\n     - ")]
         rows.append((cells[0].strip("`"), cells[1], cells[2], tuple(re.findall(r"``(\w+)``", cells[3]))))
     assert rows == [(m.name, m.type.value, m.unit, m.tags) for m in METRICS]
+
+
+def test_the_run_facet_schema_lists_the_facet_fields() -> None:
+    """docs/_static/PathwaysRunFacet.json (the facet's ``_schemaURL``) names every field the
+    ``pathways`` run facet sends, in OpenLineage's camelCase."""
+    import dataclasses
+    import json
+
+    from airflow_provider_pathways.lineage import FACET_SCHEMA_URL, PathwaysRun
+
+    schema_file = DOCS / "_static" / "PathwaysRunFacet.json"
+    schema = json.loads(schema_file.read_text())
+    assert schema["$id"] == FACET_SCHEMA_URL
+    properties = schema["$defs"]["PathwaysRunFacet"]["allOf"][1]["properties"]
+    camel = {
+        "".join(w.title() if i else w for i, w in enumerate(f.name.split("_")))
+        for f in dataclasses.fields(PathwaysRun)
+    }
+    assert set(properties) == camel

@@ -9,7 +9,17 @@ import sys
 
 from airflow_provider_pathways.provider_info import get_provider_info
 
-HEAVY = ("kubernetes", "kubernetes_asyncio", "google.cloud", "google.auth", "paramiko", "asyncssh", "aiohttp")
+HEAVY = (
+    "kubernetes",
+    "kubernetes_asyncio",
+    "google.cloud",
+    "google.auth",
+    "paramiko",
+    "asyncssh",
+    "aiohttp",
+    "openlineage",
+    "airflow.providers.openlineage",
+)
 PARSE_TIME_MODULES = (
     "airflow_provider_pathways.operators.pathways_job",
     "airflow_provider_pathways.operators.slurm",

@@ -396,6 +396,8 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
     :param dry_run: render and check the manifest, log it and push it to XCom
         (``submitted_manifest``), and succeed without creating anything or waiting. The namespace
         given nowhere else is read from the connection (no API call).
+    :param checkpoint_dir: the ``gs://`` location the program writes its checkpoints to (templated);
+        only reported, as an OpenLineage output dataset beside the spec's ``pathwaysDir``.
     """
 
     template_fields: Sequence[str] = (
@@ -411,6 +413,7 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
         "gke_location",
         "queue_name",
         "priority_class",
+        "checkpoint_dir",
     )
     template_ext: Sequence[str] = (".yaml", ".yml")
     template_fields_renderers = {"job": "yaml"}
@@ -453,6 +456,7 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
         priority_class: str | None = None,
         queue_timeout: timedelta | float | None = None,
         dry_run: bool = False,
+        checkpoint_dir: str | None = None,
         **kwargs: Any,
     ) -> None:
         apply_preemption_budget(kwargs, preemption_retries)
@@ -499,6 +503,7 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
             raise TypeError(f"dry_run: expected True or False, got {type(dry_run).__name__}")
         #: ``dry_run`` as given (``BaseOperator.dry_run`` is a method).
         self.is_dry_run = dry_run
+        self.checkpoint_dir = checkpoint_dir
         self._spec: PathwaysJobSpec | None = None
         self._status: PathwaysJobStatus | None = None
 

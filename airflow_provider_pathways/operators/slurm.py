@@ -12,6 +12,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 
 from airflow_provider_pathways.airflow_features import resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, PathwaysSpecRejected
+from airflow_provider_pathways.lineage import PathwaysRun
 from airflow_provider_pathways.operators.reattaching import Deadline
 from airflow_provider_pathways.operators.submitted import placeholder_context
 from airflow_provider_pathways.outcomes import JobJudgement, Verdict
@@ -303,6 +304,7 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         if self.wait_for_ready and not readiness.ready:  # the wait ended because the service did
             self._fail_service_ended(context, check.job)
         if readiness.ready:
+            self._running_slices = readiness.running_slices
             if check.job is not None:
                 self.report_job(context, check.job, ready_at=check.seen_at)
             self.log.info("Pathways service %s is ready: proxy %s", job_id, readiness.proxy_address)
@@ -316,6 +318,18 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
             "cluster_env_path": self.cluster_env_path,
             "running_slices": readiness.running_slices,
         }
+
+    def lineage_run(self) -> PathwaysRun:
+        return PathwaysRun(
+            backend="slurm",
+            topology=self.slice_shape,
+            slices=self._running_slices,
+            queue=self.partition,
+            preemptions=self._preemptions,
+        )
+
+    def lineage_outputs(self) -> list[str | None]:
+        return [f"gs://{self.gcs_bucket}" if self.gcs_bucket else None]
 
     def _fail_service_ended(self, context: Context, job: SlurmJob | None) -> NoReturn:
         self.forget_job(context)
@@ -379,9 +393,15 @@ class SlurmJobOperator(SlurmJobBaseOperator):
     :param dry_run: check the arguments, log the request and push it to XCom
         (``submitted_request``, secrets masked), and succeed without reading the connection,
         submitting or waiting (whether ``script_path`` exists is not checked).
+    :param checkpoint_dir: the ``gs://`` location the program writes its checkpoints to (templated);
+        only reported, as an OpenLineage output dataset.
     """
 
-    template_fields: Sequence[str] = (*SlurmJobBaseOperator.template_fields, "worker_array_job_id")
+    template_fields: Sequence[str] = (
+        *SlurmJobBaseOperator.template_fields,
+        "worker_array_job_id",
+        "checkpoint_dir",
+    )
 
     def __init__(
         self,
@@ -391,9 +411,11 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         worker_array_job_id: int | str | None = None,
         hold_timeout: float | None = DEFAULT_HOLD_TIMEOUT,
         max_requeues: int | None = DEFAULT_MAX_REQUEUES,
+        checkpoint_dir: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.checkpoint_dir = checkpoint_dir
         self.log_tail_lines = log_tail_lines
         self.resubmit_if_outcome_unknown = resubmit_if_outcome_unknown
         self.worker_array_job_id = worker_array_job_id
@@ -534,6 +556,9 @@ class SlurmJobOperator(SlurmJobBaseOperator):
             job=str(job_id),
             exit_code=job.exit_code,
         )
+
+    def lineage_outputs(self) -> list[str | None]:
+        return [self.checkpoint_dir]
 
     def _end_stuck(self, context: Context, failure: FailureClass, message: str) -> NoReturn:
         """The job will not end by itself: cancel it (``cancel_on_kill``) and fail the try."""

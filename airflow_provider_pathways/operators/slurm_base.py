@@ -17,6 +17,7 @@ from airflow_provider_pathways.failures import (
     PathwaysSpecRejected,
     apply_preemption_budget,
 )
+from airflow_provider_pathways.lineage import PathwaysRun, operator_lineage
 from airflow_provider_pathways.operators.reattaching import Deadline, ReattachingJobOperator, task_deadline
 from airflow_provider_pathways.operators.submitted import (
     SUBMITTED_REQUEST_KEY,
@@ -67,6 +68,8 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
 
     external_id_key = "slurm_job_id"
     metrics_backend = "slurm"
+    _running_slices: int | None = None
+    _preemptions: int | None = None
     left_behind = "it may still be running: cancel it with CancelSlurmJobOperator or scancel"
     #: What every Slurm job operator templates (subclasses add their own).
     template_fields: Sequence[str] = (
@@ -327,10 +330,27 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
                         metrics.emit(metric, max(0.0, (moment - submitted).total_seconds()), tags)
             if job.restarts:
                 metrics.emit(metrics.RESTARTS, job.restarts, tags)
+            self._preemptions = int(preempted)
             if preempted:
                 metrics.emit(metrics.PREEMPTIONS, 1, tags)
         except Exception as err:  # measuring never fails the task
             self.log.debug("Could not send the metrics of Slurm job %s: %s", job.job_id, err)
+
+    def lineage_run(self) -> PathwaysRun:
+        """The ``pathways`` run facet of this try (:mod:`~airflow_provider_pathways.lineage`)."""
+        return PathwaysRun(backend="slurm", queue=self.partition, preemptions=self._preemptions)
+
+    def lineage_outputs(self) -> list[str | None]:
+        """The ``gs://`` locations the job writes (OpenLineage output datasets)."""
+        return []
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the ``pathways`` run facet and :meth:`lineage_outputs` as datasets."""
+        return operator_lineage(self.lineage_run(), self.lineage_outputs())
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """As :meth:`get_openlineage_facets_on_complete`: a failed try's job wrote there too."""
+        return self.get_openlineage_facets_on_complete(task_instance)
 
     def discard_job(self, external_id: JsonValue, reason: str, *, wait: bool = False) -> None:
         self._job_id = int(external_id)  # type: ignore[arg-type]

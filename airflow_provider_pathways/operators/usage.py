@@ -8,7 +8,9 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_pathways import metrics
+from airflow_provider_pathways.gke.objects import QUEUE_NAME_LABEL
 from airflow_provider_pathways.gke.status import observe_status
+from airflow_provider_pathways.lineage import PathwaysRun, operator_lineage
 from airflow_provider_pathways.outcomes import FailureClass
 from airflow_provider_pathways.usage import Timeline, TryUsage, tpu_hours
 
@@ -55,7 +57,10 @@ class MeasuredPathwaysJob:
         wait_until: str
 
     metrics_backend: str | None = "gke"
+    checkpoint_dir: str | None = None
+    queue_name: str | None = None
     _timeline: Timeline | None = None
+    _preemptions: int | None = None
 
     @property
     def timeline(self) -> Timeline:
@@ -126,5 +131,34 @@ class MeasuredPathwaysJob:
         if store is not None:
             with contextlib.suppress(Exception):
                 store.set(TPU_HOURS_KEY, {"tries": [t.to_dict() for t in usage.tries]})
+        self._preemptions = sum(t.preempted for t in usage.tries)
         ti.xcom_push(key=TPU_HOURS_KEY, value=usage.to_dict())
         self.log.info("%s", usage.summary(this.try_number))
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage (:mod:`~airflow_provider_pathways.lineage`): the ``pathways`` run facet and the
+        spec's ``pathwaysDir`` and ``checkpoint_dir`` as output datasets."""
+        spec = self._spec_if_resolved()
+        tpu_type = topology = slices = queue = None
+        if spec is not None:
+            tpu_type = spec_tpu(spec)[0]
+            topology, slices = spec.workers.topology, spec.workers.num_slices
+            queue = (spec.labels or {}).get(QUEUE_NAME_LABEL)
+        run = PathwaysRun(
+            backend="gke",
+            tpu_type=tpu_type,
+            topology=topology,
+            slices=slices,
+            queue=queue or self.queue_name,
+            preemptions=self._preemptions,
+        )
+        return operator_lineage(run, (spec.pathways_dir if spec else None, self.checkpoint_dir))
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """As :meth:`get_openlineage_facets_on_complete`: a failed try's job wrote there too."""
+        return self.get_openlineage_facets_on_complete(task_instance)
+
+    def _spec_if_resolved(self) -> PathwaysJobSpec | None:
+        """The spec of this try, when execute() or the resume got as far as resolving it."""
+        spec: PathwaysJobSpec | None = getattr(self, "_spec", None)
+        return spec

@@ -162,6 +162,16 @@ with DAG("gke_preempted_then_retried", schedule=None, start_date=START) as preem
 with DAG("gke_metrics_preempted", schedule=None, start_date=START) as metrics_preempted:
     operator("train", "metrics-preempted", spec(), deferrable=True, annotations=knobs(program_seconds=1.5))
 
+with DAG("gke_lineage", schedule=None, start_date=START) as lineage:
+    operator(
+        "train",
+        "lineage",
+        spec(),
+        deferrable=True,
+        queue_name="{{ 'multislice' + '-queue' }}",
+        checkpoint_dir="gs://pathways-test-bucket/{{ dag.dag_id }}/checkpoints",
+    )
+
 with DAG("gke_suspended_reattach", schedule=None, start_date=START) as suspended_reattach:
     operator(
         "train",

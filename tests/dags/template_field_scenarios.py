@@ -66,6 +66,7 @@ with DAG("xcomarg_gke", schedule=None, start_date=START) as xcomarg_gke:
             "gke_location": "europe-west4",
             "queue_name": "multislice-queue",
             "priority_class": "high",
+            "checkpoint_dir": "gs://pathways-test-bucket/xcomarg/checkpoints",
         }
 
     values = settings()
@@ -83,6 +84,7 @@ with DAG("xcomarg_gke", schedule=None, start_date=START) as xcomarg_gke:
         gke_location=values["gke_location"],
         queue_name=values["queue_name"],
         priority_class=values["priority_class"],
+        checkpoint_dir=values["checkpoint_dir"],
         wait_until="ready",
         delete_on=("failure", "kill"),
         deferrable=True,
@@ -198,6 +200,7 @@ with DAG(
             "partition": "batch",
             "account": None,
             "qos": None,
+            "checkpoint_dir": "gs://my-bucket/xcomarg/checkpoints",
             "time_limit": "10",
             "working_directory": params["workdir"],
             "output_path": f"{params['workdir']}/xcomarg-%j.out",
@@ -242,6 +245,7 @@ with DAG(
         script_path=s["no_script"],
         environment=s["environment"],
         worker_array_job_id=service.output["worker_array_job_id"],
+        checkpoint_dir=s["checkpoint_dir"],
         **job_fields,
         poll_interval=0.5,
         deferrable=True,
