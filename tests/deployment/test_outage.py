@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_provider_pathways import metrics
 from tests.deployment.harness import TaskOutcome, outcome
 from tests.deployment.scenarios import Stage, scenario
 from tests.deployment.steps import gke_end_program, gke_waiting, namespace, slurm_waiting
@@ -60,3 +61,16 @@ def test_task_rides_out_the_outage_and_reports_the_jobs_real_outcome(
         assert result["state"] == "COMPLETED"
     assert len(seen.extra["jobs"]) == 1
     assert not seen.extra["leftovers"]
+
+
+@pytest.mark.scenario("outage[{service}-deferrable]")
+@pytest.mark.parametrize("service", SERVICES)
+def test_a_deferred_wait_counts_its_reconnect_after_the_outage(
+    seen: TaskOutcome, service: str, stage: Stage
+) -> None:
+    """The trigger that rode out the outage sends ``pathways.trigger.reconnects`` from the
+    triggerer, tagged with its task."""
+    assert (seen.state, seen.try_number) == ("success", 1)
+    sent = stage.statsd.wait_for(metrics.TRIGGER_RECONNECTS.name, 1, dag_id=seen.dag_id, task_id=seen.task_id)
+    backend = "gke" if service == "kube" else "slurm"
+    assert {(tags["backend"], value, kind) for tags, value, kind in sent} == {(backend, 1.0, "c")}
