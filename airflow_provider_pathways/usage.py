@@ -113,6 +113,9 @@ class TryUsage:
     started: float | None = None
     ended: float | None = None
     preempted: bool = False
+    #: When the job was submitted and first seen ready (the timeline's; not part of TPU-hours).
+    submitted: float | None = None
+    ready: float | None = None
 
     @property
     def chips(self) -> int | None:
@@ -250,14 +253,20 @@ def _merge(earlier: TryUsage, later: TryUsage) -> TryUsage:
     def first(a: Any, b: Any) -> Any:
         return b if b is not None else a
 
-    starts = [s for s in (earlier.started, later.started) if s is not None]
     ends = [e for e in (earlier.ended, later.ended) if e is not None]
     return replace(
         later,
         tpu_type=first(earlier.tpu_type, later.tpu_type),
         chips_per_slice=first(earlier.chips_per_slice, later.chips_per_slice),
         slices=first(earlier.slices, later.slices),
-        started=min(starts) if starts else None,
+        started=_earliest(earlier.started, later.started),
         ended=max(ends) if ends else None,
         preempted=later.preempted,
+        submitted=_earliest(earlier.submitted, later.submitted),
+        ready=_earliest(earlier.ready, later.ready),
     )
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    known = [x for x in (a, b) if x is not None]
+    return min(known) if known else None

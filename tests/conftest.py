@@ -55,6 +55,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
+        "versioned: a DAG run whose behaviour differs between Airflow versions (Stats, task logs, what "
+        "survives a try); the compatibility tier runs it on every version even when it is end_to_end",
+    )
+    config.addinivalue_line(
+        "markers",
         "slow: waits through a real outage, timeout or load of many seconds; not in `make test-fast`",
     )
     config.addinivalue_line(
@@ -87,13 +92,14 @@ SERVICE_FIXTURES = frozenset(
 )
 # Folders whose tests start services themselves (no fixture names them).
 SERVICE_FOLDERS = ("deployment", "ui", "sandbox/slurm", "sandbox/test_sandbox_lifecycle.py")
-# Whole DAG runs of the rarer GKE scenarios (outcomes, queueing, clears, sensors): `make test` runs
+# Whole DAG runs of the rarer GKE scenarios (outcomes, queueing, clears, sensors, dry runs): `make test` runs
 # them, `make test-fast` keeps the core DAG runs of tests/operators/test_pathways_job.py.
 END_TO_END_MODULES = (
     "operators/test_pathways_job_outcomes.py",
     "operators/test_pathways_job_queue.py",
     "operators/test_pathways_job_clear.py",
     "sensors/test_pathways_job.py",
+    "operators/test_dry_run.py",
 )
 
 

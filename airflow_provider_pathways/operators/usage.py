@@ -115,6 +115,8 @@ class MeasuredPathwaysJob:
             started=timeline.started,
             ended=timeline.ended,
             preempted=preempted,
+            submitted=timeline.submitted,
+            ready=timeline.ready,
         )
         if this.tpu_hours is not None:
             metrics.emit(metrics.TPU_HOURS, this.tpu_hours, tags)

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+from urllib.parse import urlencode
+
 import pytest
 
 from airflow_provider_pathways import metrics
@@ -102,3 +105,43 @@ def test_a_preempted_and_retried_task_sends_its_metrics(
         assert len(statsd.wait_for(metrics.TPU_HOURS.name, 2, **where)) == 2
     else:
         assert hours == []  # a Slurm workload holds no TPU chips
+
+
+@pytest.mark.scenario("preempt[gke-retries-unset]")
+def test_the_timeline_tab_draws_each_try_and_the_preemption(seen: TaskOutcome, stage: Stage) -> None:
+    """The *Pathways timeline* plugin on the deployment's API server, in headless Chromium: the run's
+    tab lists the view, and the view draws both tries, the first marked preempted."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.environment import require
+    from tests.ui.support import CHROMIUM, CHROMIUM_ARGS, Screenshots
+
+    require(CHROMIUM.exists(), f"{CHROMIUM} is missing: run sandbox/ui/install.sh (make test does)")
+    plugins = stage.airflow.api.get("/api/v2/plugins")["plugins"]
+    (plugin,) = [p for p in plugins if p["name"] == "pathways_timeline"]
+    assert [view["destination"] for view in plugin["external_views"]] == ["dag_run"]
+    base = stage.airflow.deployment.api_url
+    screenshots = Screenshots(os.environ.get("PATHWAYS_UI_SCREENSHOTS"))
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1100, "height": 700})
+            context.add_cookies([{"name": "_token", "value": stage.airflow.api.token(), "url": base}])
+            page = context.new_page()
+            page.goto(f"{base}/pathways/timeline?{urlencode({'dag_id': seen.dag_id, 'run_id': seen.run_id})}")
+            tries = page.locator("g[data-task='train']")
+            assert tries.count() == 2
+            first, second = tries.nth(0), tries.nth(1)
+            assert (first.get_attribute("data-try"), first.get_attribute("data-preempted")) == ("1", "true")
+            assert (second.get_attribute("data-state"), second.get_attribute("data-preempted")) == (
+                "success",
+                "false",
+            )
+            assert second.locator("rect[data-phase='ready']").count() == 1  # it was ready, then done
+            screenshots.take(page, "pathways-timeline")
+            # without a session the view refuses: it shows what the DAG's task instances show
+            anonymous = browser.new_context().new_page()
+            response = anonymous.goto(f"{base}/pathways/timeline?dag_id={seen.dag_id}&run_id=x")
+            assert response is not None and response.status in (401, 403)
+        finally:
+            browser.close()

@@ -22,6 +22,7 @@ from tests.airflow_runs import load_dag, run_dag
 from tests.airflow_versions import TASK_LOG_IN_OUTPUT
 from tests.kube_jobs import stand_in_objects
 
+pytestmark = pytest.mark.versioned  # task logs and the secrets masker differ per Airflow version
 DAGS = "dry_run_scenarios.py"
 #: The Variable the Slurm DAG reads into an environment value (a sensitive name: masked when read).
 DB_PASSWORD = "s3cret-db-pw-9f2e"

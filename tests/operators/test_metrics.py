@@ -69,6 +69,8 @@ def statsd() -> Iterator[StatsdListener]:
 
 
 @RETRY_AFTER_DEFERRAL
+@pytest.mark.end_to_end  # a preempted and retried DAG run: `make test` runs it
+@pytest.mark.versioned
 def test_a_preempted_and_retried_job_sends_its_metrics_and_reports_tpu_hours(
     kube: Any, statsd: StatsdListener, capfd: pytest.CaptureFixture[str]
 ) -> None:
