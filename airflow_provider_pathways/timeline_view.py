@@ -9,6 +9,7 @@ cleanups). A user sees it only with read access to the DAG's task instances.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
@@ -110,8 +111,9 @@ def create_app() -> Any:
     return app
 
 
+@cache
 def _fastapi_apps() -> list[dict[str, Any]]:
-    """The app where this Airflow's API server can serve it behind its DAG access checks (3.1+)."""
+    """The app where this Airflow's API server can serve it behind its DAG access checks (3.0+)."""
     try:
         app = create_app()
     except ImportError:
@@ -119,20 +121,24 @@ def _fastapi_apps() -> list[dict[str, Any]]:
     return [{"app": app, "url_prefix": URL_PREFIX, "name": "Pathways timeline"}]
 
 
+class _BuiltWhenRead:
+    """``fastapi_apps``, built when Airflow reads it (the API server), not when a process that only
+    loads plugins (a task, the scheduler) imports this module."""
+
+    def __get__(self, instance: object, owner: type) -> list[dict[str, Any]]:
+        return _fastapi_apps()
+
+
 class PathwaysTimelinePlugin(AirflowPlugin):
-    """The *Pathways timeline* tab of a DAG run."""
+    """The *Pathways timeline* tab of a DAG run (Airflow 3.1+; Airflow 3.0 serves the page only)."""
 
     name = "pathways_timeline"
-    fastapi_apps = _fastapi_apps()
-    external_views = (
-        [
-            {
-                "name": "Pathways timeline",
-                "href": f"{URL_PREFIX}/timeline?dag_id={{DAG_ID}}&run_id={{RUN_ID}}",
-                "destination": "dag_run",
-                "url_route": "pathways_timeline",
-            }
-        ]
-        if fastapi_apps
-        else []
-    )
+    fastapi_apps = _BuiltWhenRead()  # type: ignore[assignment]
+    external_views = [
+        {
+            "name": "Pathways timeline",
+            "href": f"{URL_PREFIX}/timeline?dag_id={{DAG_ID}}&run_id={{RUN_ID}}",
+            "destination": "dag_run",
+            "url_route": "pathways_timeline",
+        }
+    ]
