@@ -1,7 +1,8 @@
 """The timeline chart of a DAG run's Pathways tasks (no Airflow here): one row per try, its job's
 phases as bars (queued: submitted to running; starting: running to ready; ready: ready to ended),
-the try's own span behind them, preempted tries marked; and the compilation-cache cleanups' freed
-bytes. Drawn as one SVG in a plain HTML page (the Airflow UI plugin serves it)."""
+the try's own span behind them, the count of ready slices over time as a step line, preempted
+tries marked; and the compilation-cache cleanups' freed bytes. Drawn as one SVG in a plain HTML
+page (the Airflow UI plugin serves it)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_provider_pathways.cache.values import format_bytes
+from airflow_provider_pathways.usage import slice_changes
 
 #: The bars of a try, in order, with the milestones that bound each and their colour.
 PHASES = (
@@ -38,6 +40,8 @@ class TryRow:
     ended: float | None = None
     preempted: bool = False
     tpu_hours: float | None = None
+    #: (epoch seconds, slices ready from then on), each change the try saw
+    slices_ready: tuple[tuple[float, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ def tries_from_xcom(
                 ended=seen.get("ended"),
                 preempted=bool(seen.get("preempted")),
                 tpu_hours=seen.get("tpu_hours"),
+                slices_ready=slice_changes(seen.get("slices_ready")),
             )
         )
     return rows
@@ -146,6 +151,8 @@ def render_svg(rows: Sequence[TryRow]) -> str:
                 f'width="{max(1.0, (end - start) * scale):.1f}" height="{ROW - 12}" fill="{fill}">'
                 f"<title>{html.escape(title)}</title></rect>"
             )
+        if row.slices_ready:
+            parts.append(_slice_steps(row, x, top, row.ended or row.try_end or high))
         if row.ended is not None:
             mark = "✕" if row.preempted else "■"
             parts.append(f'<text data-phase="ended" x="{x(row.ended) + 3:.1f}" y="{top + 17}">{mark}</text>')
@@ -157,6 +164,23 @@ def render_svg(rows: Sequence[TryRow]) -> str:
     return "".join(parts)
 
 
+def _slice_steps(row: TryRow, x: Any, top: float, until: float) -> str:
+    """The ready-slice count over the row as a step line (the row's height is the most it reached),
+    each step titled with its count."""
+    most = max(count for _, count in row.slices_ready) or 1
+    bottom, height = top + ROW - 5, ROW - 10
+    points: list[str] = []
+    for (at, count), following in zip(row.slices_ready, (*row.slices_ready[1:], (until, -1)), strict=True):
+        y = bottom - height * count / most
+        points += [f"{x(at):.1f},{y:.1f}", f"{x(max(at, following[0])):.1f},{y:.1f}"]
+    steps = ", ".join(f"{_clock(at)}: {count}" for at, count in row.slices_ready)
+    return (
+        f'<polyline data-phase="slices" data-counts="{" ".join(str(c) for _, c in row.slices_ready)}" '
+        f'points="{" ".join(points)}" fill="none" stroke="#202124" stroke-width="1.5">'
+        f"<title>{html.escape('slices ready, ' + steps)}</title></polyline>"
+    )
+
+
 def render_page(timeline: RunTimeline) -> str:
     """The HTML page: the chart, a legend, the tries' TPU-hours and the cache cleanups."""
     title = f"Pathways timeline · {timeline.dag_id} · {timeline.run_id}"
@@ -164,6 +188,7 @@ def render_page(timeline: RunTimeline) -> str:
         f'<span><i style="background:{colour}"></i>{phase}</span>' for phase, _, _, colour in PHASES
     )
     legend += f'<span><i style="background:{PREEMPTED_COLOUR}"></i>preempted</span>'
+    legend += '<span><i style="height:2px;background:#202124"></i>slices ready (step line)</span>'
     body = [f"<h1>{html.escape(title)}</h1>"]
     if timeline.tries:
         body += [f'<div class="legend">{legend}</div>', render_svg(timeline.tries)]

@@ -18,6 +18,25 @@ from airflow_provider_pathways.outcomes import known_fields
 #: The milestones of a job, in the order it reaches them (after ``submitted``).
 MILESTONES = ("running", "ready", "ended")
 SECONDS_PER_HOUR = 3600.0
+#: The changes of the ready-slice count a timeline keeps (the first ones: a job that flaps for
+#: days does not grow a trigger event or an XCom without bound).
+MAX_SLICE_CHANGES = 200
+
+#: (epoch seconds, slices ready from then on)
+SliceCount = tuple[float, int]
+
+
+def slice_changes(data: Any) -> tuple[SliceCount, ...]:
+    """The ``slices_ready`` series of a payload; anything unreadable is left out."""
+    if not isinstance(data, list | tuple):
+        return ()
+    changes = []
+    for item in data:
+        if isinstance(item, list | tuple) and len(item) == 2:
+            at, count = item
+            if isinstance(at, int | float) and isinstance(count, int):
+                changes.append((float(at), count))
+    return tuple(changes)
 
 
 @dataclass
@@ -30,6 +49,8 @@ class Timeline:
     ended: float | None = None
     #: The job waits for admission (Kueue) before it runs: its submission is not its start.
     admitted_later: bool = False
+    #: Each change of the number of slices ready, as this try saw it.
+    slices_ready: tuple[SliceCount, ...] = ()
 
     def observe(
         self,
@@ -40,11 +61,16 @@ class Timeline:
         ended: bool,
         submitted: float | None = None,
         admitted_later: bool = False,
+        slices_ready: int | None = None,
     ) -> tuple[str, ...]:
         """Record the milestones first reached at ``now`` (a ready job is running; an ended one is
-        past running only if it was seen running); the names of those newly reached."""
+        past running only if it was seen running) and a changed count of ready slices; the names of
+        the milestones newly reached."""
         if self.submitted is None and submitted is not None:
             self.submitted = submitted
+        last = self.slices_ready[-1][1] if self.slices_ready else None
+        if slices_ready is not None and slices_ready != last and len(self.slices_ready) < MAX_SLICE_CHANGES:
+            self.slices_ready = (*self.slices_ready, (now, slices_ready))
         self.admitted_later = self.admitted_later or admitted_later
         reached = {"running": running or ready, "ready": ready, "ended": ended}
         new = []
@@ -72,7 +98,7 @@ class Timeline:
         return max(0.0, at - self.submitted)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "slices_ready": [list(change) for change in self.slices_ready]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Timeline:
@@ -82,7 +108,7 @@ class Timeline:
         values: dict[str, Any] = {
             k: v for k, v in known_fields(cls, data).items() if isinstance(v, int | float)
         }
-        return cls(**values)
+        return cls(**values, slices_ready=slice_changes(data.get("slices_ready")))
 
     def merged(self, other: Timeline) -> Timeline:
         """The earliest submission and start, and the latest end, of two views of one job."""
@@ -97,6 +123,7 @@ class Timeline:
             ready=pick(self.ready, other.ready, min),
             ended=pick(self.ended, other.ended, max),
             admitted_later=self.admitted_later or other.admitted_later,
+            slices_ready=tuple(sorted(set(self.slices_ready) | set(other.slices_ready))),
         )
 
 
@@ -113,9 +140,11 @@ class TryUsage:
     started: float | None = None
     ended: float | None = None
     preempted: bool = False
-    #: When the job was submitted and first seen ready (the timeline's; not part of TPU-hours).
+    #: When the job was submitted and first seen ready, and each change of its ready slices (the
+    #: timeline's; not part of TPU-hours).
     submitted: float | None = None
     ready: float | None = None
+    slices_ready: tuple[SliceCount, ...] = ()
 
     @property
     def chips(self) -> int | None:
@@ -151,13 +180,14 @@ class TryUsage:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["slices_ready"] = [list(change) for change in self.slices_ready]
         data["tpu_hours"] = self.tpu_hours
         data["unknown"] = self.unknown()
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TryUsage:
-        return cls(**known_fields(cls, data))
+        return cls(**{**known_fields(cls, data), "slices_ready": slice_changes(data.get("slices_ready"))})
 
 
 @dataclass(frozen=True)
@@ -264,6 +294,7 @@ def _merge(earlier: TryUsage, later: TryUsage) -> TryUsage:
         preempted=later.preempted,
         submitted=_earliest(earlier.submitted, later.submitted),
         ready=_earliest(earlier.ready, later.ready),
+        slices_ready=tuple(sorted(set(earlier.slices_ready) | set(later.slices_ready))),
     )
 
 

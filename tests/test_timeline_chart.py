@@ -8,7 +8,10 @@ from airflow_provider_pathways.timeline_chart import CacheRow, RunTimeline, rend
 PHASES = ("try_number", "submitted", "started", "ready", "ended", "preempted", "tpu_hours")
 TPU_HOURS = {
     "tries": [
-        dict(zip(PHASES, (1, 100.0, 102.0, 105.0, 130.0, True, 0.25), strict=True)),
+        {
+            **dict(zip(PHASES, (1, 100.0, 102.0, 105.0, 130.0, True, 0.25), strict=True)),
+            "slices_ready": [[102.0, 0], [104.0, 1], [105.0, 2], [129.0, 1]],  # a slice preempted
+        },
         dict(zip(PHASES, (2, 140.0, 141.0, 143.0, 200.0, False, 0.5), strict=True)),
     ]
 }
@@ -30,6 +33,8 @@ def test_each_try_is_a_row_with_its_job_phases_and_the_preemption_marked() -> No
     for phase in ("try", "queued", "starting", "ready"):
         assert page.count(f'data-phase="{phase}"') == 2, phase
     assert "<td>cleanup</td><td>3.0 MiB</td><td>7</td>" in page
+    # the ready slices of try 1 over time, as a step line: up to 2, down to 1 at the preemption
+    assert page.count('data-phase="slices"') == 1 and 'data-counts="0 1 2 1"' in page
 
 
 def test_a_try_the_xcom_does_not_cover_is_drawn_from_the_task_instance_alone() -> None:

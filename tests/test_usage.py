@@ -74,3 +74,14 @@ def test_the_timeline_records_each_milestone_once_and_its_start() -> None:
     queued.observe(now=9.0, submitted=4.0, running=False, ready=False, ended=True, admitted_later=True)
     assert queued.started is None
     assert Timeline.from_dict(None) == Timeline() == Timeline.from_dict({"running": "x"})
+
+
+def test_the_timeline_keeps_each_change_of_the_ready_slices() -> None:
+    timeline = Timeline()
+    for now, ready in ((1.0, 0), (2.0, 0), (3.0, 1), (4.0, 2), (5.0, 1), (6.0, 1)):
+        timeline.observe(now=now, running=True, ready=ready == 2, ended=False, slices_ready=ready)
+    assert timeline.slices_ready == ((1.0, 0), (3.0, 1), (4.0, 2), (5.0, 1))
+    again = Timeline.from_dict(timeline.to_dict())
+    assert again == timeline and timeline.to_dict()["slices_ready"][1] == [3.0, 1]
+    one = TryUsage.from_dict({"try_number": 1, "job": "a", "slices_ready": [[3.0, 1], ["x", 2], [4.0, 2]]})
+    assert one.slices_ready == ((3.0, 1), (4.0, 2))  # what cannot be read is left out

@@ -200,6 +200,7 @@ def observe_status(
         ready=need > 0 and status.ready_for(need),
         ended=status.terminal or status.phase is Phase.SUSPENDED,
         admitted_later=status.queue is not None or status.phase is Phase.QUEUED,
+        slices_ready=status.slices_ready,
     )
 
 

@@ -117,6 +117,7 @@ class MeasuredPathwaysJob:
             preempted=preempted,
             submitted=timeline.submitted,
             ready=timeline.ready,
+            slices_ready=timeline.slices_ready,
         )
         if this.tpu_hours is not None:
             metrics.emit(metrics.TPU_HOURS, this.tpu_hours, tags)

@@ -450,30 +450,24 @@ with dag("slurm_lost_answer") as lost_answer:
         poll_interval=0.5,
     )
 
-# Try 1 polls its job until its execution_timeout; meanwhile try 2 (in the test: its mark in the
-# job's comment) follows the job: try 1 gives up and must leave the job to try 2.
-with dag("slurm_superseded_try") as superseded_try:
-    SlurmJobOperator(
-        task_id="train",
-        slurm_conn_id=CONN,
-        job_name="{{ params.job_name }}",
-        script="#!/bin/bash\nsleep 300\n",
-        retries=0,
-        deferrable=False,
-        poll_interval=0.2,
-        execution_timeout=timedelta(seconds=10),
-    )
 
-# The same, deferred: try 1's trigger waits until wait_timeout; the try resumed with the timeout
-# gives up and must leave the job to try 2.
-with dag("slurm_superseded_deferred_try") as superseded_deferred_try:
-    SlurmJobOperator(
-        task_id="train",
-        slurm_conn_id=CONN,
-        job_name="{{ params.job_name }}",
-        script="#!/bin/bash\nsleep 300\n",
-        retries=0,
-        deferrable=True,
-        poll_interval=0.2,
-        wait_timeout=10,
-    )
+def superseded(dag_id: str, *, deferrable: bool, **bound: Any) -> DAG:
+    """Try 1 waits for its job until it times out (polling: its execution_timeout; deferred: the
+    trigger's wait_timeout, then the resumed try gives up); meanwhile try 2 (in the test: its mark
+    in the job's comment) follows the job: try 1 must leave the job to try 2."""
+    with dag(dag_id) as superseded_dag:
+        SlurmJobOperator(
+            task_id="train",
+            slurm_conn_id=CONN,
+            job_name="{{ params.job_name }}",
+            script="#!/bin/bash\nsleep 300\n",
+            retries=0,
+            deferrable=deferrable,
+            poll_interval=0.2,
+            **bound,
+        )
+    return superseded_dag
+
+
+superseded_try = superseded("slurm_superseded_try", deferrable=False, execution_timeout=timedelta(seconds=10))
+superseded_deferred_try = superseded("slurm_superseded_deferred_try", deferrable=True, wait_timeout=10)

@@ -138,6 +138,9 @@ def test_the_timeline_tab_draws_each_try_and_the_preemption(seen: TaskOutcome, s
                 "false",
             )
             assert second.locator("rect[data-phase='ready']").count() == 1  # it was ready, then done
+            # its one slice's readiness over time, as the trigger saw it change
+            slices = second.locator("polyline[data-phase='slices']")
+            assert slices.count() == 1 and (slices.get_attribute("data-counts") or "").endswith("1")
             screenshots.take(page, "pathways-timeline")
             # without a session the view refuses: it shows what the DAG's task instances show
             anonymous = browser.new_context().new_page()
