@@ -48,14 +48,9 @@ def set_metrics(on: bool, port: int) -> None:
     os.environ["AIRFLOW__METRICS__STATSD_PORT"] = str(port)
     os.environ["AIRFLOW__METRICS__STATSD_PREFIX"] = PREFIX
     os.environ["AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED"] = "True"
-    from airflow.sdk.configuration import conf
-    from airflow.sdk.observability import stats
-    from airflow.sdk.observability.metrics import stats_utils
+    from tests.statsd_server import reset_airflow_stats
 
-    stats.initialize(
-        factory=stats_utils.get_stats_factory(),
-        export_legacy_names=conf.getboolean("metrics", "legacy_names_on"),
-    )
+    reset_airflow_stats()
     # A triggerer builds its StatsD client once, at its first metric: built here, outside the
     # measured waits, as in a triggerer that has run for a while (nothing is sent).
     from airflow_provider_pathways.metrics import _stats

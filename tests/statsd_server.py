@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import socket
 import threading
 import time
+
+from airflow_provider_pathways import metrics
 
 PREFIX = "pathways_test"
 # "<prefix>.<name>,<tag>=<value>,...:<value>|<type>", as statsd_influxdb_enabled sends them
@@ -74,3 +77,33 @@ class StatsdListener:
             "AIRFLOW__METRICS__STATSD_PREFIX": PREFIX,
             "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
         }
+
+
+def reset_airflow_stats() -> None:
+    """Make Airflow's Stats read ``[metrics]`` again: each Airflow builds its client once per process
+    and chooses how at a different time (3.3: ``initialize()`` of the SDK's stats module; 3.2: the
+    Stats class's ``initialize``; 2.11-3.1: when ``airflow.stats`` is first imported)."""
+    stats_class = metrics._stats()
+    try:  # Airflow 3.3
+        from airflow.sdk.configuration import conf
+        from airflow.sdk.observability import stats
+        from airflow.sdk.observability.metrics import stats_utils
+
+        stats.initialize(  # type: ignore[attr-defined]
+            factory=stats_utils.get_stats_factory(),  # type: ignore[call-arg]
+            export_legacy_names=conf.getboolean("metrics", "legacy_names_on"),
+        )
+        return
+    except (ImportError, AttributeError):
+        pass
+    chooser = type(stats_class)
+    if "initialize" in vars(chooser):  # Airflow 3.2: the SDK's or the core's stats_utils
+        module = "airflow.sdk" if stats_class.__module__.startswith("airflow.sdk") else "airflow"
+        stats_utils = importlib.import_module(f"{module}.observability.metrics.stats_utils")
+        stats_class.initialize(factory=stats_utils.get_stats_factory(stats_class))
+        return
+    # Airflow 2.11-3.1: the metaclass chose its factory from [metrics] when it built the class
+    if "factory" in vars(chooser):
+        delattr(chooser, "factory")
+    chooser.__init__(stats_class)  # type: ignore[misc]
+    stats_class.instance = None

@@ -5,7 +5,6 @@ on 127.0.0.1 receiving the datagrams."""
 
 from __future__ import annotations
 
-import importlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,39 +19,9 @@ from tests.airflow_runs import load_dag, run_dag
 from tests.airflow_versions import RETRY_AFTER_DEFERRAL, TASK_LOG_IN_OUTPUT
 from tests.kube_jobs import act_when, stand_in_objects
 from tests.operators.test_pathways_job import running_jobset
-from tests.statsd_server import StatsdListener
+from tests.statsd_server import StatsdListener, reset_airflow_stats
 
 pytestmark = pytest.mark.usefixtures("kube")
-
-
-def _reset_airflow_stats() -> None:
-    """Make Airflow's Stats read ``[metrics]`` again: each Airflow builds its client once per process
-    and chooses how at a different time (3.3: ``initialize()`` of the SDK's stats module; 3.2: the
-    Stats class's ``initialize``; 2.11-3.1: when ``airflow.stats`` is first imported)."""
-    stats_class = metrics._stats()
-    try:  # Airflow 3.3
-        from airflow.sdk.configuration import conf
-        from airflow.sdk.observability import stats
-        from airflow.sdk.observability.metrics import stats_utils
-
-        stats.initialize(  # type: ignore[attr-defined]
-            factory=stats_utils.get_stats_factory(),  # type: ignore[call-arg]
-            export_legacy_names=conf.getboolean("metrics", "legacy_names_on"),
-        )
-        return
-    except (ImportError, AttributeError):
-        pass
-    chooser = type(stats_class)
-    if "initialize" in vars(chooser):  # Airflow 3.2: the SDK's or the core's stats_utils
-        module = "airflow.sdk" if stats_class.__module__.startswith("airflow.sdk") else "airflow"
-        stats_utils = importlib.import_module(f"{module}.observability.metrics.stats_utils")
-        stats_class.initialize(factory=stats_utils.get_stats_factory(stats_class))
-        return
-    # Airflow 2.11-3.1: the metaclass chose its factory from [metrics] when it built the class
-    if "factory" in vars(chooser):
-        delattr(chooser, "factory")
-    chooser.__init__(stats_class)  # type: ignore[misc]
-    stats_class.instance = None
 
 
 @pytest.fixture
@@ -62,9 +31,9 @@ def statsd() -> Iterator[StatsdListener]:
     with pytest.MonkeyPatch.context() as environment:
         for key, value in listener.settings().items():
             environment.setenv(key, value)
-        _reset_airflow_stats()
+        reset_airflow_stats()
         yield listener
-    _reset_airflow_stats()  # with the settings of before
+    reset_airflow_stats()  # with the settings of before
     listener.close()
 
 
