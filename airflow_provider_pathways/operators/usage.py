@@ -141,7 +141,7 @@ class MeasuredPathwaysJob:
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage (:mod:`~airflow_provider_pathways.lineage`): the ``pathways`` run facet and the
         spec's ``pathwaysDir`` and ``checkpoint_dir`` as output datasets."""
-        spec = self._spec_if_resolved()
+        spec: PathwaysJobSpec | None = getattr(self, "_spec", None)  # once execute() resolved it
         tpu_type = topology = slices = queue = None
         if spec is not None:
             tpu_type = spec_tpu(spec)[0]
@@ -160,8 +160,3 @@ class MeasuredPathwaysJob:
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
         """As :meth:`get_openlineage_facets_on_complete`: a failed try's job wrote there too."""
         return self.get_openlineage_facets_on_complete(task_instance)
-
-    def _spec_if_resolved(self) -> PathwaysJobSpec | None:
-        """The spec of this try, when execute() or the resume got as far as resolving it."""
-        spec: PathwaysJobSpec | None = getattr(self, "_spec", None)
-        return spec
