@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import posixpath
 import re
@@ -37,6 +38,8 @@ STAGING_DIR = ".airflow-pathways/submit"
 _HEAD_BYTES = 64 * 1024
 _GONE = ("Invalid job id specified", "already completing or completed", "Job/step already completing")
 _NO_FILE = (asyncssh.sftp.FX_NO_SUCH_FILE, asyncssh.sftp.FX_NO_SUCH_PATH)
+#: Seconds to wait for a closed connection and its SFTP channel to finish.
+_CLOSE_WAIT = 5.0
 _DROPPED = (asyncssh.ConnectionLost, asyncssh.ChannelOpenError, BrokenPipeError, ConnectionResetError)
 
 
@@ -141,26 +144,30 @@ class SshSession:
 
     async def run(self, command: str, *, retry: bool = True) -> tuple[int | None, str, str]:
         """Run a command line (already quoted); ``(exit status, stdout, stderr)``. A dropped
-        connection is reopened and the command retried once when ``retry`` (idempotent commands)."""
+        connection is reopened and the command retried once when ``retry`` (idempotent commands).
+
+        A connection cut while the command runs ends in asyncssh either with an exception or with
+        a channel closed before sshd sent an exit status or signal (RFC 4254 6.10): both are a lost
+        connection, never the command's own failure."""
         for attempt in (1, 2):
             conn = await self.connection()
             try:
                 result = await conn.run(
                     command, check=False, timeout=self._settings.command_timeout, errors="replace"
                 )
+                lost = "no exit status" if result.exit_status is None and result.exit_signal is None else None
             except _DROPPED as err:
-                await self._drop()
-                if not retry or attempt == 2:
-                    raise SlurmConnectionError(
-                        f"SSH connection to {self.address} was lost: {type(err).__name__}"
-                    ) from None
-                continue
+                lost = type(err).__name__
             except asyncssh.TimeoutError:
                 raise SlurmCommandError(
                     f"command on {self.address} did not finish within {self._settings.command_timeout:g}s: "
                     f"{command.split(' ', 1)[0]}"
                 ) from None
-            return result.exit_status, str(result.stdout or ""), str(result.stderr or "")
+            if lost is None:
+                return result.exit_status, str(result.stdout or ""), str(result.stderr or "")
+            await self.close()
+            if not retry or attempt == 2:
+                raise SlurmConnectionError(f"SSH connection to {self.address} was lost: {lost}")
         raise AssertionError("unreachable")
 
     async def sftp(self) -> asyncssh.SFTPClient:
@@ -169,26 +176,26 @@ class SshSession:
             try:
                 self._sftp = await conn.start_sftp_client()
             except _DROPPED:
-                await self._drop()
+                await self.close()
                 conn = await self.connection()
                 self._sftp = await conn.start_sftp_client()
             except asyncssh.Error as err:
                 raise SlurmConnectionError(f"SFTP is not available at {self.address}: {err.reason}") from None
         return self._sftp
 
-    async def _drop(self) -> None:
-        conn, self._conn, self._sftp = self._conn, None, None
-        if conn is not None:
-            conn.close()
-
     async def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if self._sftp is not None:
-            self._sftp.exit()
-            self._sftp = None
+        """Forget the connection (lost, replaced or done with) and close it; the next use reopens it."""
+        conn, sftp, self._conn, self._sftp = self._conn, self._sftp, None, None
+        if sftp is not None:
+            sftp.exit()
         if conn is not None:
             conn.close()
-            await conn.wait_closed()
+            # Closing aborts the socket, so this returns at once even across a partition; the wait
+            # lets the SFTP client's reader task end instead of being destroyed with the loop.
+            with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
+                await asyncio.wait_for(conn.wait_closed(), _CLOSE_WAIT)
+                if sftp is not None:
+                    await asyncio.wait_for(sftp.wait_closed(), _CLOSE_WAIT)
 
 
 class SftpFiles:

@@ -25,10 +25,10 @@ import yaml
 from sandbox.airflow.deployment import AirflowDeployment
 from tests.deployment.clusters import KubeCluster, SlurmCluster
 from tests.deployment.harness import Airflow, TaskOutcome
-from tests.deployment.outage import Gate
 from tests.deployment.scenarios import Runner, Stage
 from tests.environment import require_root
 from tests.statsd_server import StatsdListener
+from tests.tcp_gate import Gate
 
 HERE = Path(__file__).resolve().parent
 DAG_FILES = sorted((HERE / "dags").glob("*.py"))

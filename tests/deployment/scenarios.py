@@ -21,7 +21,7 @@ from typing import Any
 
 from tests.deployment.clusters import KubeCluster, SlurmCluster
 from tests.deployment.harness import Airflow, ConditionTimeout
-from tests.deployment.outage import Gate
+from tests.tcp_gate import Gate
 
 
 @dataclass

@@ -31,7 +31,9 @@ def status_when(hook: PathwaysJobHook, name: str, check: Any, what: str, namespa
 
 
 def test_slices_come_up_one_by_one_and_the_program_completes(hook: PathwaysJobHook) -> None:
-    spec = new_spec(NS, slices=3, slice_delay_seconds=0.2, program_seconds=0.5)
+    # Each partial state lasts 1 s: polling sees it unless one status read takes that long (0.2 s
+    # was missed once on a 2-core machine running two suites). The watch tests pin every change.
+    spec = new_spec(NS, slices=3, slice_delay_seconds=1.0, program_seconds=0.5)
     hook.create_job(spec.to_pathwaysjob(), NS)
     seen = set()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -18,11 +19,13 @@ import pytest
 
 from airflow_provider_pathways.failures import FailureClass
 from airflow_provider_pathways.hooks.slurm import SlurmHook
+from airflow_provider_pathways.hooks.slurm_ssh import SshSession
 from airflow_provider_pathways.slurm.errors import SlurmAuthError, SlurmConnectionError, SlurmHostKeyError
 from airflow_provider_pathways.slurm.job import SlurmJob
 from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 from tests.slurm.conftest import CONN_IDS, Sandbox, wait_for
 from tests.slurm_isolated import claim_isolated_node
+from tests.tcp_gate import Gate
 
 pytestmark = pytest.mark.slurm
 
@@ -520,6 +523,40 @@ def test_ssh_unreachable_port_names_host_and_port(sandbox: Sandbox, connections:
             hook.get_job(1)
     finally:
         hook.close()
+
+
+@pytest.mark.slurm_one_version  # client-side behaviour
+def test_ssh_connection_cut_mid_command_is_a_lost_connection(sandbox: Sandbox, connections: Any) -> None:
+    """sshd restarting or a partition cuts the connection while ``scontrol`` runs: that is a lost
+    connection (which waits ride out), never the command's failure. asyncssh may end such a run
+    with no exit status at all (the channel closed before sshd sent one, RFC 4254 6.10)."""
+    settings = sandbox.settings
+    gate = Gate(settings["SLURM_SANDBOX_SSH_HOST"], int(settings["SLURM_SANDBOX_SSH_PORT"]), "sshd")
+    extra = {"known_hosts": None, "strict_host_key_checking": False}
+    conn = sandbox.ssh_connection(port=gate.port, extra=extra)
+    hook = SlurmHook(connections("pathways_slurm_test_sshcut", conn))
+    session = SshSession(hook.settings, hook.settings.host, gate.port)
+    marker = f"sleep 30.{uuid.uuid4().int % 10**6:06d}"
+
+    def running() -> bool:
+        found = subprocess.run(["pgrep", "-f", f"^{marker}$"], capture_output=True, check=False)
+        return found.returncode == 0
+
+    async def cut() -> None:
+        command = asyncio.ensure_future(session.run(marker, retry=False))
+        await asyncio.to_thread(wait_for, running, f"{marker!r} to run on the login node")
+        await asyncio.to_thread(gate.down)
+        try:
+            with pytest.raises(SlurmConnectionError, match=r"SSH connection to 127\.0\.0\.1:\d+ was lost"):
+                await asyncio.wait_for(command, 30)
+        finally:
+            await session.close()
+
+    try:
+        asyncio.run(cut())
+    finally:
+        gate.close()
+        subprocess.run(["pkill", "-f", f"^{marker}$"], check=False)
 
 
 def test_ssh_refused_password_is_not_repeated(sandbox: Sandbox, connections: Any) -> None:
