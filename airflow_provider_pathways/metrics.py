@@ -49,8 +49,9 @@ QUEUE_WAIT = Metric(
     MetricType.TIMER,
     "ms",
     TASK_TAGS,
-    "From the job's submission to its start: GKE, creation to first seen running (admitted, no "
-    "longer queued or pending), once per job and observer; Slurm, the job's SubmitTime to StartTime",
+    "From the job's submission to its start: GKE, creation to when its JobSet began creating its "
+    "Jobs (``StartupPolicyInProgress``: admitted) or, without that record, first seen running, once "
+    "per job and observer; Slurm, the job's SubmitTime to StartTime",
 )
 TIME_TO_READY = Metric(
     "pathways.time_to_ready",
@@ -58,15 +59,16 @@ TIME_TO_READY = Metric(
     "ms",
     TASK_TAGS,
     "From the job's submission to when ``min_slices`` slices (default: all) and the head were first "
-    "seen ready (Slurm: the service job's SubmitTime to the look that found it ready)",
+    "seen ready, or for all slices the JobSet's ``StartupPolicyCompleted`` if earlier (Slurm: the "
+    "service job's SubmitTime to the look that found it ready)",
 )
 TIME_TO_FINISH = Metric(
     "pathways.time_to_finish",
     MetricType.TIMER,
     "ms",
     TASK_TAGS,
-    "From the job's submission to its end: GKE, to first seen ended (succeeded, failed, suspended "
-    "or gone); Slurm, SubmitTime to EndTime",
+    "From the job's submission to its end: GKE, to its JobSet's ``Completed``/``Failed`` condition, "
+    "else first seen ended (suspended or gone); Slurm, SubmitTime to EndTime",
 )
 PREEMPTIONS = Metric(
     "pathways.preemptions",

@@ -22,6 +22,9 @@ SECONDS_PER_HOUR = 3600.0
 #: days does not grow a trigger event or an XCom without bound).
 MAX_SLICE_CHANGES = 200
 
+#: Seconds: Kubernetes records condition times in whole seconds (``metav1.Time``, RFC 3339).
+RECORD_PRECISION = 1.0
+
 #: (epoch seconds, slices ready from then on)
 SliceCount = tuple[float, int]
 
@@ -62,12 +65,26 @@ class Timeline:
         submitted: float | None = None,
         admitted_later: bool = False,
         slices_ready: int | None = None,
+        recorded: Mapping[str, float | None] | None = None,
+        slices_total: int | None = None,
     ) -> tuple[str, ...]:
         """Record the milestones first reached at ``now`` (a ready job is running; an ended one is
-        past running only if it was seen running) and a changed count of ready slices; the names of
-        the milestones newly reached."""
+        past running only if it was seen running or its record says it ran) and a changed count of
+        ready slices; the names of the milestones newly reached.
+
+        ``recorded`` holds the moments the job's own records give for milestones (the cluster's
+        clock, whoever watched; whole seconds, rounded down): a recorded moment counts as reached,
+        and replaces the moment seen when that is :data:`RECORD_PRECISION` or more later (no one
+        was watching then); within it, the moment seen is the finer one. A readiness known only
+        from the record (never seen) adds its step to ``slices_total`` to the slice series."""
         if self.submitted is None and submitted is not None:
             self.submitted = submitted
+        records = {name: at for name, at in (recorded or {}).items() if name in MILESTONES and at is not None}
+        if "ready" in records:  # a ready job is running
+            records["running"] = min(records.get("running", records["ready"]), records["ready"])
+        ready_unseen = self.ready is None and not ready and "ready" in records
+        if ready_unseen and slices_total and len(self.slices_ready) < MAX_SLICE_CHANGES:
+            self.slices_ready = tuple(sorted({*self.slices_ready, (records["ready"], slices_total)}))
         last = self.slices_ready[-1][1] if self.slices_ready else None
         if slices_ready is not None and slices_ready != last and len(self.slices_ready) < MAX_SLICE_CHANGES:
             self.slices_ready = (*self.slices_ready, (now, slices_ready))
@@ -75,9 +92,19 @@ class Timeline:
         reached = {"running": running or ready, "ready": ready, "ended": ended}
         new = []
         for name in MILESTONES:
-            if reached[name] and getattr(self, name) is None:
-                setattr(self, name, now)
+            current = getattr(self, name)
+            seen = current if current is not None else now if reached[name] else None
+            record = records.get(name)
+            at = (
+                record if record is not None and (seen is None or seen - record >= RECORD_PRECISION) else seen
+            )
+            if at is None:
+                continue
+            if current is None:
                 new.append(name)
+            setattr(self, name, at)
+        if self.ready is not None and self.running is not None and self.running > self.ready:
+            self.running = self.ready  # seen running late, recorded ready earlier
         return tuple(new)
 
     @property
@@ -258,9 +285,10 @@ def tpu_hours(tries: Iterable[TryUsage], unrecorded: int = 0) -> TpuHours:
 
     Rules:
 
-    - a try's TPU-hours are chips per slice * slices * the wall time from its job's start (first
-      seen running: admitted and placed, no longer queued; for a job no queue admits that ended
-      before anyone saw it running, its creation) to its end (first seen ended), in hours;
+    - a try's TPU-hours are chips per slice * slices * the wall time from its job's start to its
+      end, in hours: the moments the job recorded where it has them (``Timeline.observe``'s
+      ``recorded``), else first seen running (admitted and placed, no longer queued; for a job no
+      queue admits that ended before anyone saw it running, its creation) and first seen ended;
     - a quantity that is not known (no chip count, e.g. a Slurm job without ``SLICE_SHAPE``; a job
       never seen running; a try that ended before its job did, as with ``wait_until="ready"``) leaves
       that try's TPU-hours unknown (None), never guessed; the total then adds the known tries and is

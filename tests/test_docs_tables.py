@@ -82,15 +82,17 @@ def test_the_compatibility_page_names_what_the_tests_run_and_the_controllers_api
 
 
 def test_the_metrics_table_is_the_metrics_the_code_sends() -> None:
-    """docs/metrics.rst's table: each metric of ``metrics.METRICS`` with its type, unit and tags, in order."""
+    """docs/metrics.rst's table: each metric of ``metrics.METRICS`` with its type, unit, tags and
+    description, in order."""
     from airflow_provider_pathways.metrics import METRICS
 
     section = (DOCS / "metrics.rst").read_text().split(".. list-table::", 1)[1]
     rows = []
     for row in section.split("\n\n", 2)[1].split("   * - ")[2:]:  # the header row first
         cells = [" ".join(cell.split()) for cell in row.split("\n     - ")]
-        rows.append((cells[0].strip("`"), cells[1], cells[2], tuple(re.findall(r"``(\w+)``", cells[3]))))
-    assert rows == [(m.name, m.type.value, m.unit, m.tags) for m in METRICS]
+        tags = tuple(re.findall(r"``(\w+)``", cells[3]))
+        rows.append((cells[0].strip("`"), cells[1], cells[2], tags, cells[4].strip()))
+    assert rows == [(m.name, m.type.value, m.unit, m.tags, " ".join(m.description.split())) for m in METRICS]
 
 
 def test_the_run_facet_schema_lists_the_facet_fields() -> None:

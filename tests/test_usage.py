@@ -85,3 +85,28 @@ def test_the_timeline_keeps_each_change_of_the_ready_slices() -> None:
     assert again == timeline and timeline.to_dict()["slices_ready"][1] == [3.0, 1]
     one = TryUsage.from_dict({"try_number": 1, "job": "a", "slices_ready": [[3.0, 1], ["x", 2], [4.0, 2]]})
     assert one.slices_ready == ((3.0, 1), (4.0, 2))  # what cannot be read is left out
+
+
+def test_moments_the_job_recorded_count_for_a_watcher_that_came_late() -> None:
+    """A watcher that first looks at a job after it ran (a moved trigger, a retry) takes the job's
+    recorded moments; one that watched keeps what it saw unless the record is earlier (exact)."""
+    late = Timeline()
+    records = {"running": 5.0, "ready": 7.0, "ended": 9.0}
+    reached = late.observe(
+        now=30.0, submitted=4.0, running=False, ready=False, ended=True, recorded=records, slices_total=2
+    )
+    assert reached == ("running", "ready", "ended")
+    assert (late.started, late.ready, late.ended) == (5.0, 7.0, 9.0)
+    assert late.slices_ready == ((7.0, 2),)  # the step to all slices, at the recorded readiness
+    # records have whole seconds: within one second of the record, the moment seen is finer
+    watched = Timeline()
+    watched.observe(now=4.5, submitted=4.0, running=False, ready=False, ended=False, slices_ready=0)
+    watched.observe(now=7.4, running=True, ready=True, ended=False, slices_ready=2, recorded={"ready": 7.0})
+    # a restart's later readiness does not move the first one; the series stays as seen
+    watched.observe(now=20.0, running=True, ready=True, ended=False, slices_ready=2, recorded={"ready": 15.0})
+    assert (watched.running, watched.ready) == (7.4, 7.4)
+    assert watched.slices_ready == ((4.5, 0), (7.4, 2))
+    # a watcher that looked a second or more after the recorded moment was not watching then
+    moved = Timeline()
+    moved.observe(now=9.5, submitted=4.0, running=True, ready=True, ended=False, recorded={"ready": 7.0})
+    assert (moved.running, moved.ready, moved.slices_ready) == (7.0, 7.0, ())

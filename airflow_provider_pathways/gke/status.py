@@ -99,6 +99,12 @@ class PathwaysJobStatus:
     queued_since: str | None = None
     #: When the job was created (its ``creationTimestamp``, RFC 3339): its submission.
     created_at: str | None = None
+    #: What the JobSet's own conditions record (RFC 3339; :func:`recorded_times`): when it last
+    #: began creating its Jobs (admitted, or created unsuspended), when every replicated job was
+    #: last ready, and when it completed or failed.
+    started_at: str | None = None
+    ready_at: str | None = None
+    ended_at: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -142,8 +148,9 @@ class PathwaysJobStatus:
         data["phase"] = self.phase.value
         data["failure"] = self.failure.value if self.failure else None
         data["conditions"] = list(self.conditions)
-        if self.created_at is None:  # added after 0.1.0: sent only when known
-            del data["created_at"]
+        for added in ("created_at", "started_at", "ready_at", "ended_at"):
+            if data[added] is None:  # added after 0.1.0: sent only when known
+                del data[added]
         return data
 
     @classmethod
@@ -193,6 +200,9 @@ def observe_status(
     or queued; ready: ``min_slices``, default all, slices and the head ready; ended: terminal or
     suspended; admitted later: queued through Kueue); the milestones newly reached."""
     need = min_slices or status.slices_total
+    recorded = {"running": parse_time(status.started_at), "ended": parse_time(status.ended_at)}
+    if need == status.slices_total:  # the JobSet records when all were ready, not when ``need`` were
+        recorded["ready"] = parse_time(status.ready_at)
     return timeline.observe(
         now=time.time() if now is None else now,
         submitted=parse_time(status.created_at),
@@ -201,7 +211,46 @@ def observe_status(
         ended=status.terminal or status.phase is Phase.SUSPENDED,
         admitted_later=status.queue is not None or status.phase is Phase.QUEUED,
         slices_ready=status.slices_ready,
+        recorded=recorded,
+        slices_total=status.slices_total,
     )
+
+
+def recorded_times(
+    jobset: Mapping[str, Any] | None, pathways_job: Mapping[str, Any] | None
+) -> dict[str, str]:
+    """The moments the job's own conditions record, so that a watcher that started late (a
+    trigger a triggerer restart moved, a retry that reattached) knows them as well as one that
+    watched throughout.
+
+    Rules (jobset ``jobset_controller.go`` ``updateCondition`` sets ``lastTransitionTime`` when a
+    condition's status changes, and keeps it when the exclusive ``StartupPolicyInProgress`` /
+    ``StartupPolicyCompleted`` pair flips the other one to False; the PathwaysJob controller renders
+    its JobSet with ``startupPolicyOrder: InOrder`` and copies the JobSet's conditions with their
+    times, ``pathwaysjob_controller.go``):
+
+    - ``started_at``: ``StartupPolicyInProgress``, True or not: when the unsuspended JobSet last
+      began creating its Jobs (its admission, for a JobSet Kueue held);
+    - ``ready_at``: ``StartupPolicyCompleted`` while True: when every replicated job (head and all
+      slices) was last ready;
+    - ``ended_at``: ``Completed`` or ``Failed`` while True (from the PathwaysJob's copy once the
+      JobSet is gone).
+
+    A JobSet without an in-order startup policy records no start or readiness.
+    """
+    found: dict[str, str] = {}
+    in_progress = find_condition(jobset, "StartupPolicyInProgress")
+    if in_progress is not None and in_progress.get("lastTransitionTime"):
+        found["started_at"] = str(in_progress["lastTransitionTime"])
+    for source in (jobset, pathways_job):
+        conditions = true_conditions(source)
+        completed = conditions.get("StartupPolicyCompleted") or conditions.get("Running")
+        if "ready_at" not in found and completed and completed.get("lastTransitionTime"):
+            found["ready_at"] = str(completed["lastTransitionTime"])
+        end = conditions.get("Completed") or conditions.get("Failed")
+        if "ended_at" not in found and end and end.get("lastTransitionTime"):
+            found["ended_at"] = str(end["lastTransitionTime"])
+    return found
 
 
 def own_workload(workloads: list[Mapping[str, Any]], jobset: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -352,6 +401,7 @@ def summarize(
             message="the job no longer exists: someone else deleted it before it ended",
         )
     base["created_at"] = ((pathways_job or jobset or {}).get("metadata") or {}).get("creationTimestamp")
+    base.update(recorded_times(jobset, pathways_job))
     pwj_status = (pathways_job or {}).get("status") or {}
     pwj_spec = (pathways_job or {}).get("spec") or {}
     workers = (pwj_spec.get("workers") or [{}])[0]

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind
+from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind, parse_time
 from airflow_provider_pathways.gke.task_job import JobRef, airflow_labels
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
-from tests.kube_jobs import CONN, new_spec
+from tests.kube_jobs import CONN, new_spec, wait_for
 
 NS = "trigger-tests"
 
@@ -152,3 +152,30 @@ async def test_on_kill_of_a_superseded_try_leaves_the_job_a_newer_try_follows() 
     assert await asyncio.to_thread(hook.get_object, PATHWAYS_JOB, ref.name, NS) is not None
     await trigger_of_try(2).on_kill()
     await asyncio.to_thread(hook.wait_until_deleted, ref.name, NS, JobKind.PATHWAYS_JOB, 15)
+
+
+@pytest.mark.usefixtures("kube")
+async def test_a_trigger_that_starts_after_the_job_ran_reports_the_moments_the_job_recorded() -> None:
+    """A trigger that a triggerer restart moved, or a retry's, may first look at a job that already
+    ran: its timeline takes the moments the JobSet's conditions record (StartupPolicyInProgress,
+    StartupPolicyCompleted, Completed: jobset ``updateCondition``), not the moment it looked."""
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    spec = new_spec(NS, slices=2, program_seconds=1.0)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    ended = await asyncio.to_thread(wait_for, lambda: (s := hook.get_status(spec.name, NS)).terminal and s)
+    looked = time.time()
+    trigger = PathwaysJobTrigger(name=spec.name, namespace=NS, kubernetes_conn_id=CONN)
+    events = [event async for event in trigger.run()]
+    timeline = events[0].payload["timeline"]
+    assert events[0].payload["status"] == "done"
+    assert timeline["submitted"] <= timeline["running"] <= timeline["ready"] <= timeline["ended"]
+    # never seen running or ready: the recorded moments; its end: recorded, or seen within a second
+    assert (timeline["running"], timeline["ready"]) == (
+        parse_time(ended.started_at),
+        parse_time(ended.ready_at),
+    )
+    end = parse_time(ended.ended_at)
+    assert end is not None and (timeline["ended"] == end or looked <= timeline["ended"] < end + 1)
+    # all slices came up at the recorded readiness: the slice line has that step
+    assert [timeline["ready"], 2] in timeline["slices_ready"]
+    await hook.a_delete_job(spec.name, NS)
