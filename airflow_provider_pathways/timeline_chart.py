@@ -1,8 +1,8 @@
 """The timeline chart of a DAG run's Pathways tasks (no Airflow here): one row per try, its job's
 phases as bars (queued: submitted to running; starting: running to ready; ready: ready to ended),
-the try's own span behind them, the count of ready slices over time as a step line, preempted
-tries marked; and the compilation-cache cleanups' freed bytes. Drawn as one SVG in a plain HTML
-page (the Airflow UI plugin serves it)."""
+the try's own span behind them, the count of ready slices over time as a step line, Kueue's
+admission, preempted tries and tries a newer try replaced marked; and the compilation-cache
+cleanups' freed bytes. Drawn as one SVG in a plain HTML page (the Airflow UI plugin serves it)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,10 @@ class TryRow:
     tpu_hours: float | None = None
     #: (epoch seconds, slices ready from then on), each change the try saw
     slices_ready: tuple[tuple[float, int], ...] = ()
+    #: Kueue admitted the job at ``started`` (it was queued until then).
+    admitted_later: bool = False
+    #: The newer try that took over this try's job (reattached to it); its row draws the job.
+    replaced_by: int | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,9 @@ def tries_from_xcom(
     """The rows of one task: its tries as Airflow recorded them (``attempts``: ``try_number``,
     ``state``, ``start``, ``end``), each with the job milestones its XCom ``tpu_hours`` holds."""
     recorded = {int(t["try_number"]): t for t in (tpu_hours or {}).get("tries") or []}
+    replaced_by = {
+        int(earlier): number for number, t in recorded.items() for earlier in t.get("replaced_tries") or ()
+    }
     rows = []
     for attempt in sorted(attempts, key=lambda a: int(a["try_number"])):
         number = int(attempt["try_number"])
@@ -86,6 +93,8 @@ def tries_from_xcom(
                 preempted=bool(seen.get("preempted")),
                 tpu_hours=seen.get("tpu_hours"),
                 slices_ready=slice_changes(seen.get("slices_ready")),
+                admitted_later=bool(seen.get("admitted_later")),
+                replaced_by=replaced_by.get(number),
             )
         )
     return rows
@@ -124,9 +133,13 @@ def render_svg(rows: Sequence[TryRow]) -> str:
     for index, row in enumerate(rows):
         top = ROW * (index + 1)
         label = f"{row.task} · try {row.try_number}" + (" · preempted" if row.preempted else "")
+        if row.replaced_by is not None:
+            label += f" · replaced by try {row.replaced_by}"
+        replaced = "" if row.replaced_by is None else f' data-replaced-by="{row.replaced_by}"'
         parts.append(
             f'<g data-task="{html.escape(row.task)}" data-try="{row.try_number}" '
-            f'data-state="{html.escape(row.state or "")}" data-preempted="{str(row.preempted).lower()}">'
+            f'data-state="{html.escape(row.state or "")}" data-preempted="{str(row.preempted).lower()}"'
+            f"{replaced}>"
         )
         parts.append(f'<text x="4" y="{top + 17}">{html.escape(label)}</text>')
         if row.try_start is not None:
@@ -150,6 +163,12 @@ def render_svg(rows: Sequence[TryRow]) -> str:
                 f'<rect data-phase="{phase}" x="{x(start):.1f}" y="{top + 6}" '
                 f'width="{max(1.0, (end - start) * scale):.1f}" height="{ROW - 12}" fill="{fill}">'
                 f"<title>{html.escape(title)}</title></rect>"
+            )
+        if row.admitted_later and row.started is not None:
+            parts.append(
+                f'<line data-phase="admitted" x1="{x(row.started):.1f}" x2="{x(row.started):.1f}" '
+                f'y1="{top + 2}" y2="{top + ROW - 2}" stroke="#202124" stroke-width="2">'
+                f"<title>{html.escape(f'admitted by Kueue at {_clock(row.started)}')}</title></line>"
             )
         if row.slices_ready:
             parts.append(_slice_steps(row, x, top, row.ended or row.try_end or high))
@@ -189,6 +208,7 @@ def render_page(timeline: RunTimeline) -> str:
     )
     legend += f'<span><i style="background:{PREEMPTED_COLOUR}"></i>preempted</span>'
     legend += '<span><i style="height:2px;background:#202124"></i>slices ready (step line)</span>'
+    legend += '<span><i style="width:2px;background:#202124"></i>admitted by Kueue</span>'
     body = [f"<h1>{html.escape(title)}</h1>"]
     if timeline.tries:
         body += [f'<div class="legend">{legend}</div>', render_svg(timeline.tries)]

@@ -172,6 +172,10 @@ class TryUsage:
     submitted: float | None = None
     ready: float | None = None
     slices_ready: tuple[SliceCount, ...] = ()
+    #: The job waited for admission (Kueue): ``started`` is its admission.
+    admitted_later: bool = False
+    #: Earlier tries that followed this job before this try took it over (reattached to it).
+    replaced_tries: tuple[int, ...] = ()
 
     @property
     def chips(self) -> int | None:
@@ -214,7 +218,16 @@ class TryUsage:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TryUsage:
-        return cls(**{**known_fields(cls, data), "slices_ready": slice_changes(data.get("slices_ready"))})
+        replaced = data.get("replaced_tries")
+        return cls(
+            **{
+                **known_fields(cls, data),
+                "slices_ready": slice_changes(data.get("slices_ready")),
+                "replaced_tries": tuple(
+                    n for n in (replaced if isinstance(replaced, list | tuple) else ()) if isinstance(n, int)
+                ),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -294,7 +307,8 @@ def tpu_hours(tries: Iterable[TryUsage], unrecorded: int = 0) -> TpuHours:
       that try's TPU-hours unknown (None), never guessed; the total then adds the known tries and is
       marked incomplete (a lower bound), as it is when ``unrecorded`` earlier tries left no record;
     - a job followed by several tries (a retry that reattached) counts once, under the latest of
-      those tries, with the earliest start and the latest end any of them saw;
+      those tries (which lists the others in ``replaced_tries``), with the earliest start and the
+      latest end any of them saw;
     - the tries whose job was preempted (failure class ``preempted``)
       make up ``lost_to_preemption``, and its share of the total.
     """
@@ -323,6 +337,8 @@ def _merge(earlier: TryUsage, later: TryUsage) -> TryUsage:
         submitted=_earliest(earlier.submitted, later.submitted),
         ready=_earliest(earlier.ready, later.ready),
         slices_ready=tuple(sorted(set(earlier.slices_ready) | set(later.slices_ready))),
+        admitted_later=earlier.admitted_later or later.admitted_later,
+        replaced_tries=tuple(sorted({*earlier.replaced_tries, earlier.try_number, *later.replaced_tries})),
     )
 
 

@@ -48,3 +48,23 @@ def test_a_try_the_xcom_does_not_cover_is_drawn_from_the_task_instance_alone() -
 def test_a_run_without_pathways_jobs_says_so_and_names_are_escaped() -> None:
     page = render_page(RunTimeline("<dag>", "run&1"))
     assert 'id="empty"' in page and "&lt;dag&gt;" in page and "run&amp;1" in page
+
+
+def test_kueue_admission_and_a_try_a_newer_try_replaced_are_marked() -> None:
+    """Try 2 reattached to try 1's job, which Kueue admitted at 102: the job is drawn once, on try
+    2's row (``replaced_tries``), with its admission; try 1's row says it was replaced."""
+    merged = {**TPU_HOURS["tries"][0], "try_number": 2, "preempted": False}
+    usage = {"tries": [{**merged, "admitted_later": True, "replaced_tries": [1]}]}
+    attempts = [{**ATTEMPTS[1], "state": "up_for_retry"}, ATTEMPTS[0]]
+    first, second = tries_from_xcom("train", usage, attempts)
+    assert (first.replaced_by, first.started, second.replaced_by, second.admitted_later) == (
+        2,
+        None,
+        None,
+        True,
+    )
+    page = render_page(RunTimeline("dag", "run", (first, second)))
+    assert 'data-try="1" data-state="up_for_retry" data-preempted="false" data-replaced-by="2"' in page
+    assert "train · try 1 · replaced by try 2" in page
+    assert page.count('data-phase="admitted"') == 1 and "admitted by Kueue at 00:01:42" in page
+    assert page.count('data-phase="queued"') == 1  # the job's bars on try 2's row only

@@ -110,3 +110,12 @@ def test_moments_the_job_recorded_count_for_a_watcher_that_came_late() -> None:
     moved = Timeline()
     moved.observe(now=9.5, submitted=4.0, running=True, ready=True, ended=False, recorded={"ready": 7.0})
     assert (moved.running, moved.ready, moved.slices_ready) == (7.0, 7.0, ())
+
+
+def test_a_try_that_took_over_a_job_lists_the_tries_it_replaced() -> None:
+    merged = tpu_hours(
+        [one(1, "a", 10.0, None, admitted_later=True), one(2, "a", None, 20.0), one(3, "a", None, 30.0)]
+    )
+    (only,) = merged.tries
+    assert (only.try_number, only.replaced_tries, only.admitted_later) == (3, (1, 2), True)
+    assert TryUsage.from_dict(only.to_dict()) == only

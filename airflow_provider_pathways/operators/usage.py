@@ -118,6 +118,7 @@ class MeasuredPathwaysJob:
             submitted=timeline.submitted,
             ready=timeline.ready,
             slices_ready=timeline.slices_ready,
+            admitted_later=timeline.admitted_later,
         )
         if this.tpu_hours is not None:
             metrics.emit(metrics.TPU_HOURS, this.tpu_hours, tags)

@@ -34,6 +34,11 @@ def test_queued_job_waits_then_runs_without_using_a_retry(
     assert "phase suspended" not in logs and "PathwaysPreempted" not in logs
     assert outcome.xcom["status"]["phase"] == "succeeded"
     assert stand_in_objects(kube, "pathwaysjobs", f"queued-{mode}") == []
+    # the timeline marks its admission (Kueue held it 1.5 s): its start, when the JobSet began
+    # creating its Jobs; its TPU-hours count from then, not from its submission
+    (usage,) = outcome.xcom["tpu_hours"]["tries"]
+    assert usage["admitted_later"] is True and usage["started"] - usage["submitted"] >= 1
+    assert usage["started"] <= usage["ready"] <= usage["ended"]
 
 
 @pytest.mark.parametrize("mode", ["deferred", "polling"])
