@@ -35,14 +35,14 @@ def read_run(dag_id: str, run_id: str) -> RunTimeline:
     from sqlalchemy import select
 
     with create_session() as session:
-        xcoms = session.execute(
-            select(XComModel.task_id, XComModel.map_index, XComModel.key, XComModel.value).where(
+        xcoms = session.scalars(
+            select(XComModel).where(
                 XComModel.dag_id == dag_id,
                 XComModel.run_id == run_id,
                 XComModel.key.in_((TPU_HOURS_KEY, CLEANUP_REPORT_KEY)),
             )
         ).all()
-        values = {(t, m, k): XComModel.deserialize_value(_Row(v)) for t, m, k, v in xcoms}
+        values = {(x.task_id, x.map_index, x.key): XComModel.deserialize_value(x) for x in xcoms}
         attempts: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for model in (TaskInstanceHistory, TaskInstance):
             for task_id, map_index, try_number, state, start, end in session.execute(
@@ -80,13 +80,6 @@ def read_run(dag_id: str, run_id: str) -> RunTimeline:
                 )
             )
     return RunTimeline(dag_id, run_id, tuple(tries), tuple(caches))
-
-
-class _Row:
-    """What ``XComModel.deserialize_value`` reads: a result with ``value``."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
 
 
 def create_app() -> Any:

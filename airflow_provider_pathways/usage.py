@@ -212,6 +212,7 @@ class TryUsage:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["slices_ready"] = [list(change) for change in self.slices_ready]
+        data["replaced_tries"] = list(self.replaced_tries)
         data["tpu_hours"] = self.tpu_hours
         data["unknown"] = self.unknown()
         return data

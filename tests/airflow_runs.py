@@ -19,6 +19,7 @@ class TaskOutcome:
     state: str
     try_number: int
     xcom: dict[str, Any] = field(default_factory=dict)
+    run_id: str = ""
 
 
 @cache
@@ -121,7 +122,7 @@ def outcomes_of(dag: Any, run_id: str) -> dict[str, TaskOutcome]:
         for ti in tis:
             key = ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]"
             outcomes[key] = TaskOutcome(
-                state=str(getattr(ti.state, "value", ti.state)), try_number=ti.try_number
+                state=str(getattr(ti.state, "value", ti.state)), try_number=ti.try_number, run_id=run_id
             )
         rows = session.scalars(
             select(XComModel).where(XComModel.dag_id == dag.dag_id, XComModel.run_id == run_id)

@@ -118,4 +118,6 @@ def test_a_try_that_took_over_a_job_lists_the_tries_it_replaced() -> None:
     )
     (only,) = merged.tries
     assert (only.try_number, only.replaced_tries, only.admitted_later) == (3, (1, 2), True)
+    # plain JSON (a task_state_store refuses tuples)
+    assert only.to_dict()["replaced_tries"] == [1, 2] and only.to_dict()["slices_ready"] == []
     assert TryUsage.from_dict(only.to_dict()) == only

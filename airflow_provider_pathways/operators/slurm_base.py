@@ -310,10 +310,12 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
     def report_job(
         self, context: Context, job: SlurmJob, *, ready_at: float | None = None, preempted: bool = False
     ) -> None:
-        """Send what Slurm's own times say of ``job`` (:mod:`~airflow_provider_pathways.metrics`): its
-        queue wait (submit to start), time to ready (submit to ``ready_at``, the look that saw the
-        service ready), time to finish (submit to end, once it ended), requeues, and a preemption.
-        Never raises."""
+        """Keep whether this try's job was preempted (the lineage facet reads it) and send what
+        Slurm's own times say of ``job`` (:mod:`~airflow_provider_pathways.metrics`): its queue wait
+        (submit to start), time to ready (submit to ``ready_at``, the look that saw the service
+        ready), time to finish (submit to end, once it ended), requeues, and a preemption. Never
+        raises."""
+        self._preemptions = int(preempted)
         try:
             tags = self.metric_tags(context)
             submitted = job.submit_time
@@ -330,7 +332,6 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
                         metrics.emit(metric, max(0.0, (moment - submitted).total_seconds()), tags)
             if job.restarts:
                 metrics.emit(metrics.RESTARTS, job.restarts, tags)
-            self._preemptions = int(preempted)
             if preempted:
                 metrics.emit(metrics.PREEMPTIONS, 1, tags)
         except Exception as err:  # measuring never fails the task

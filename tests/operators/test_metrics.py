@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_3_PLUS
+from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 
 from airflow_provider_pathways import metrics
 from tests.airflow_runs import load_dag, run_dag
@@ -104,6 +104,14 @@ def test_a_preempted_and_retried_job_sends_its_metrics_and_reports_tpu_hours(
         assert "TPU-hours: try 2 " in logs
         assert ("lost to preempted tries" if AIRFLOW_V_3_3_PLUS else "1 earlier not recorded") in logs
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+    if AIRFLOW_V_3_0_PLUS:  # the timeline view reads the run as the metadata database holds it
+        from airflow_provider_pathways.timeline_view import read_run
+
+        rows = read_run("gke_metrics_preempted", outcome.run_id).tries
+        assert [(r.task, r.try_number) for r in rows] == [("train", 1), ("train", 2)]
+        assert rows[1].state == "success"  # (the first try's history state differs by version)
+        assert rows[1].ready is not None and rows[1].tpu_hours == second["tpu_hours"]
+        assert rows[0].preempted is AIRFLOW_V_3_3_PLUS  # before 3.3 XCom holds the last try only
 
 
 def test_a_metric_that_cannot_be_sent_is_dropped_and_only_its_tags_go(statsd: StatsdListener) -> None:
