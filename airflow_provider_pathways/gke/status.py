@@ -225,9 +225,10 @@ def recorded_times(
 
     Rules (jobset ``jobset_controller.go`` ``updateCondition`` sets ``lastTransitionTime`` when a
     condition's status changes, and keeps it when the exclusive ``StartupPolicyInProgress`` /
-    ``StartupPolicyCompleted`` pair flips the other one to False; the PathwaysJob controller renders
-    its JobSet with ``startupPolicyOrder: InOrder`` and copies the JobSet's conditions with their
-    times, ``pathwaysjob_controller.go``):
+    ``StartupPolicyCompleted`` pair flips the other one to False; the PathwaysJob controller
+    (``pathwaysjob_controller.go``, which copies the JobSet's conditions with their times), xpk
+    (``pathways_workload_create.yaml.j2``) and this provider render JobSets with
+    ``startupPolicyOrder: InOrder``):
 
     - ``started_at``: ``StartupPolicyInProgress``, True or not: when the unsuspended JobSet last
       began creating its Jobs (its admission, for a JobSet Kueue held);
