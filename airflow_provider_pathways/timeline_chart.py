@@ -184,17 +184,19 @@ def render_svg(rows: Sequence[TryRow]) -> str:
 
 
 def _slice_steps(row: TryRow, x: Any, top: float, until: float) -> str:
-    """The ready-slice count over the row as a step line (the row's height is the most it reached),
-    each step titled with its count."""
-    most = max(count for _, count in row.slices_ready) or 1
+    """The ready-slice count over the row as a step line until ``until`` (the job's end: a count seen
+    after the end it recorded is not drawn; the row's height is the most it reached), each step
+    titled with its count."""
+    changes = [change for change in row.slices_ready if change[0] <= until] or list(row.slices_ready[:1])
+    most = max(count for _, count in changes) or 1
     bottom, height = top + ROW - 5, ROW - 10
     points: list[str] = []
-    for (at, count), following in zip(row.slices_ready, (*row.slices_ready[1:], (until, -1)), strict=True):
+    for (at, count), following in zip(changes, (*changes[1:], (until, -1)), strict=True):
         y = bottom - height * count / most
         points += [f"{x(at):.1f},{y:.1f}", f"{x(max(at, following[0])):.1f},{y:.1f}"]
-    steps = ", ".join(f"{_clock(at)}: {count}" for at, count in row.slices_ready)
+    steps = ", ".join(f"{_clock(at)}: {count}" for at, count in changes)
     return (
-        f'<polyline data-phase="slices" data-counts="{" ".join(str(c) for _, c in row.slices_ready)}" '
+        f'<polyline data-phase="slices" data-counts="{" ".join(str(c) for _, c in changes)}" '
         f'points="{" ".join(points)}" fill="none" stroke="#202124" stroke-width="1.5">'
         f"<title>{html.escape('slices ready, ' + steps)}</title></polyline>"
     )

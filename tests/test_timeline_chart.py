@@ -68,3 +68,12 @@ def test_kueue_admission_and_a_try_a_newer_try_replaced_are_marked() -> None:
     assert "train · try 1 · replaced by try 2" in page
     assert page.count('data-phase="admitted"') == 1 and "admitted by Kueue at 00:01:42" in page
     assert page.count('data-phase="queued"') == 1  # the job's bars on try 2's row only
+
+
+def test_the_slice_line_stops_at_the_end_the_job_recorded() -> None:
+    """A watcher may see the count drop after the job's recorded end (it looked later): the line
+    ends at the end, as the bars do."""
+    seen = {**TPU_HOURS["tries"][1], "slices_ready": [[141.0, 2], [199.0, 2], [203.0, 0]]}
+    (row,) = tries_from_xcom("train", {"tries": [seen]}, ATTEMPTS[:1])
+    page = render_page(RunTimeline("dag", "run", (row,)))
+    assert 'data-counts="2 2"' in page and "03:23" not in page

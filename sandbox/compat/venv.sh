@@ -3,11 +3,12 @@
 #
 #   venv.sh VERSION...   build (or reuse) .venv-compat/<VERSION> for each, side by side
 #
-# Each venv holds `apache-airflow==VERSION` and this checkout (editable, with the test extra),
+# Each venv holds `apache-airflow==VERSION` and this checkout (editable, with the test and
+# openlineage extras),
 # resolved with sandbox/compat/constraints-<VERSION>.txt: Airflow publishes its constraint files on
 # GitHub only, and today's PyPI no longer installs an older Airflow that works (its web stack moved
 # on), so the pins that make each version work are kept here. A venv is reused while its Airflow
-# version, pyproject.toml and constraints are unchanged (a stamp file holds their hash).
+# version, pyproject.toml, constraints and this script are unchanged (a stamp file holds their hash).
 #
 # The matrix covers Python 3.10-3.12 too: a version listed in PYTHON_OF runs on that Python where
 # the machine has it (python3.X on the PATH or under pyenv), otherwise on python3, which it says.
@@ -40,7 +41,7 @@ build() {
 	}
 	local stamp python
 	python=$(python_for "$version")
-	stamp=$({ cat pyproject.toml "$constraints" && "$python" --version; } | sha256sum | cut -d' ' -f1)
+	stamp=$({ cat pyproject.toml "$constraints" sandbox/compat/venv.sh && "$python" --version; } | sha256sum | cut -d' ' -f1)
 	if [[ -f $dir/.installed && $(cat "$dir/.installed") == "$stamp" ]]; then
 		return 0
 	fi
@@ -50,7 +51,8 @@ build() {
 	# The project's requirements, read from pyproject.toml: the venvs install them side by side,
 	# and the checkout itself (which builds in the tree) one after another below.
 	"$PYTHON" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]
-print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"]))' >"$requirements"
+extras = p["optional-dependencies"]
+print("\n".join(p["dependencies"] + extras["test"] + extras["openlineage"]))' >"$requirements"
 	if ! { "$dir/bin/pip" install --upgrade pip &&
 		"$dir/bin/pip" install -c "$constraints" "apache-airflow==$version" -r "$requirements"; } >"$log" 2>&1; then
 		tail -n 30 "$log" >&2

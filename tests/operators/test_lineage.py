@@ -49,6 +49,7 @@ def lineage_events(tmp_path: Path, dag_file: str, dag_id: str) -> list[dict[str,
 
 
 @pytest.mark.end_to_end  # a DAG run in an Airflow process of its own: `make test` runs it
+@pytest.mark.versioned  # and on every Airflow version of the compatibility tier
 @pytest.mark.usefixtures("kube")
 def test_a_gke_job_reports_its_tpus_queue_and_gcs_locations(tmp_path: Path) -> None:
     events = lineage_events(tmp_path, "gke_scenarios.py", "gke_lineage")
