@@ -221,9 +221,10 @@ class Airflow:
         self._snapshots.watch(ref)
         return ref.run_id
 
-    def report_runs(self, thread: str, tail: int = 4000) -> str:
-        """The end of every try's log of the runs the thread ``thread`` triggered, with states (for a
-        scenario that failed before it gathered its evidence)."""
+    def report_runs(self, thread: str, lines: int = 40, width: int = 240) -> str:
+        """The last ``lines`` lines (each cut at ``width`` characters: the message, not the context
+        Airflow appends) of every try's log of the runs the thread ``thread`` triggered, with states
+        (for a scenario that failed before it gathered its evidence)."""
         parts = []
         for ref in self._triggered.get(thread, []):
             for ti in self.task_instances(ref.dag_id, ref.run_id):
@@ -235,7 +236,8 @@ class Airflow:
                         text = f"(no log: {err})"
                     parts.append(
                         f"----- {ref.dag_id}/{ref.run_id} {task}[{index}] try {attempt} "
-                        f"(now {ti['state']} try {ti['try_number']})\n{text[-tail:]}"
+                        f"(now {ti['state']} try {ti['try_number']})\n"
+                        + "\n".join(line[:width] for line in text.splitlines()[-lines:])
                     )
         return "\n".join(parts)
 
