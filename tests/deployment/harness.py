@@ -239,7 +239,22 @@ class Airflow:
                         f"(now {ti['state']} try {ti['try_number']})\n"
                         + "\n".join(line[:width] for line in text.splitlines()[-lines:])
                     )
+                parts.append(self._component_lines(str(ti.get("id") or ""), width))
         return "\n".join(parts)
+
+    def _component_lines(self, ti_id: str, width: int, most: int = 15) -> str:
+        """The last ``most`` lines of each Airflow component's log that name the task instance
+        ``ti_id`` (how the scheduler, executor and triggerer saw it, e.g. why it failed)."""
+        found = []
+        for component in getattr(self.deployment, "components", {}).values():
+            try:
+                text = component.log_path.read_text(errors="replace")
+            except OSError:
+                continue
+            named = [line[:width] for line in text.splitlines() if ti_id and ti_id in line][-most:]
+            if named:
+                found.append(f"  ({component.name} on {ti_id})\n" + "\n".join(named))
+        return "\n".join(found)
 
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self.api.get(RunRef(dag_id, run_id).path)
