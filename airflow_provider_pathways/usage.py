@@ -220,14 +220,10 @@ class TryUsage:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TryUsage:
         replaced = data.get("replaced_tries")
+        tries = tuple(n for n in replaced if isinstance(n, int)) if isinstance(replaced, list | tuple) else ()
+        values = known_fields(cls, data)
         return cls(
-            **{
-                **known_fields(cls, data),
-                "slices_ready": slice_changes(data.get("slices_ready")),
-                "replaced_tries": tuple(
-                    n for n in (replaced if isinstance(replaced, list | tuple) else ()) if isinstance(n, int)
-                ),
-            }
+            **{**values, "slices_ready": slice_changes(data.get("slices_ready")), "replaced_tries": tries}
         )
 
 

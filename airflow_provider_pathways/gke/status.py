@@ -239,19 +239,16 @@ def recorded_times(
 
     A JobSet without an in-order startup policy records no start or readiness.
     """
-    found: dict[str, str] = {}
-    in_progress = find_condition(jobset, "StartupPolicyInProgress")
-    if in_progress is not None and in_progress.get("lastTransitionTime"):
-        found["started_at"] = str(in_progress["lastTransitionTime"])
-    for source in (jobset, pathways_job):
-        conditions = true_conditions(source)
-        completed = conditions.get("StartupPolicyCompleted") or conditions.get("Running")
-        if "ready_at" not in found and completed and completed.get("lastTransitionTime"):
-            found["ready_at"] = str(completed["lastTransitionTime"])
-        end = conditions.get("Completed") or conditions.get("Failed")
-        if "ended_at" not in found and end and end.get("lastTransitionTime"):
-            found["ended_at"] = str(end["lastTransitionTime"])
-    return found
+    jobset_true, pathways_true = true_conditions(jobset), true_conditions(pathways_job)
+    ends = [c.get(t) for c in (jobset_true, pathways_true) for t in ("Completed", "Failed")]
+    moments = {
+        "started_at": find_condition(jobset, "StartupPolicyInProgress"),
+        "ready_at": jobset_true.get("StartupPolicyCompleted"),
+        "ended_at": next((end for end in ends if end), None),
+    }
+    return {
+        key: str(c["lastTransitionTime"]) for key, c in moments.items() if c and c.get("lastTransitionTime")
+    }
 
 
 def own_workload(workloads: list[Mapping[str, Any]], jobset: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.deployment.harness import TaskOutcome, outcome
@@ -23,6 +25,7 @@ def failover(stage: Stage, name: str, platform: str) -> TaskOutcome:
         dag_id = f"slurm_failover_{platform.split('_')[1]}"
         run_id = airflow.trigger(dag_id, stage.slurm_conf)
         job = slurm_waiting(stage, dag_id, run_id, "deferred")
+    killed_at = time.time()
     moved = airflow.fail_over(dag_id, run_id, "train")
     if not airflow.run_finished(dag_id, run_id):
         if platform == "gke":
@@ -30,8 +33,9 @@ def failover(stage: Stage, name: str, platform: str) -> TaskOutcome:
         else:
             stage.slurm.release(dag_id, 0)
     airflow.wait_run(dag_id, run_id, RUN_TIMEOUT)
-    seen = outcome(airflow, dag_id, run_id, xcom_keys=("return_value",))
+    seen = outcome(airflow, dag_id, run_id, xcom_keys=("return_value", "tpu_hours"))
     seen.extra["moved"] = moved
+    seen.extra["killed_at"] = killed_at
     if platform == "gke":
         seen.extra["jobs"] = list(stage.kube.jobs_created(namespace(dag_id)).values())
         seen.extra["program_runs"] = stage.kube.program_runs(namespace(dag_id))
@@ -50,3 +54,15 @@ def test_other_triggerer_takes_over_and_the_task_completes(seen: TaskOutcome, pl
     assert seen.xcom["return_value"]
     assert len(seen.extra["jobs"]) == 1  # exactly one job was ever created
     assert seen.extra["program_runs"] == 1
+
+
+@pytest.mark.scenario("failover[gke]")
+def test_the_trigger_that_took_over_reports_the_job_as_it_ran_not_as_it_first_saw_it(
+    seen: TaskOutcome,
+) -> None:
+    """The new trigger first looks at a job that has run, and been ready, since before the kill:
+    the try's timeline and TPU-hours take the moments the JobSet recorded (StartupPolicyInProgress,
+    StartupPolicyCompleted: jobset ``updateCondition``), not that first look."""
+    (usage,) = seen.xcom["tpu_hours"]["tries"]
+    assert usage["started"] <= usage["ready"] < seen.extra["killed_at"] < usage["ended"]
+    assert usage["tpu_hours"] is not None and usage["tpu_hours"] > 0

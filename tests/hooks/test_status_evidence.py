@@ -362,6 +362,12 @@ def test_a_completed_pathways_job_whose_jobset_is_gone_succeeded() -> None:
     pathways_job = _pathways_job("train") | {"status": {"terminalState": "Completed"}}
     status = summarize(name="train", namespace=NS, pathways_job=pathways_job, jobset=None)
     assert status.phase is Phase.SUCCEEDED
+    # its end, as the controller copied the JobSet's Completed condition (makeCompletedCondition
+    # keeps LastTransitionTime): a watcher that first looks now still knows when it ended
+    completed = {"type": "Completed", "status": "True", "lastTransitionTime": "2026-12-01T10:00:05Z"}
+    pathways_job["status"]["conditions"] = [completed]
+    status = summarize(name="train", namespace=NS, pathways_job=pathways_job, jobset=None)
+    assert (status.ended_at, status.ready_at, status.started_at) == ("2026-12-01T10:00:05Z", None, None)
 
 
 def _failed_with(pods: list[dict[str, Any]], events: list[dict[str, Any]] | None = None) -> Any:
