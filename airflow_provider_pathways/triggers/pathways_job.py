@@ -294,10 +294,10 @@ class PathwaysJobTrigger(KillableTrigger):
         except Exception as err:
             self.log.debug("Could not send a metric: %s", err)
 
-    async def on_kill(self) -> None:
+    async def end_job_on_kill(self) -> None:
         """Delete the job when the user kills the deferred task (always while it is queued, so it
         does not start later unwatched); harmless if it is already gone."""
-        if self._fired or not (self.delete_on_kill or self._queued):
+        if not (self.delete_on_kill or self._queued):
             return
         ref = JobRef(self.name, self.namespace, self.kind, self.uid)
         if not self.owner_labels:  # deferred by a task that names no owner: the job by name

@@ -221,9 +221,9 @@ class SlurmJobTrigger(_SlurmPollingTrigger):
         failure, message = stuck
         return {"status": "stuck", "job": job.to_dict(), "failure": failure.value, "message": message}
 
-    async def on_kill(self) -> None:
+    async def end_job_on_kill(self) -> None:
         """Cancel the job when the user kills the deferred task; harmless if it already ended."""
-        if self._fired or not self.cancel_on_kill:
+        if not self.cancel_on_kill:
             return
         hook = self._hook()
         try:
@@ -322,10 +322,10 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
             }
         return None
 
-    async def on_kill(self) -> None:
+    async def end_job_on_kill(self) -> None:
         """Cancel the service job and its worker array when the user kills the deferred task
         (only with ``cancel_on_kill``); harmless if they already ended."""
-        if self._fired or not self.cancel_on_kill:
+        if not self.cancel_on_kill:
             return
         hook = self._hook()
         try:

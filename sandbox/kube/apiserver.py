@@ -31,6 +31,9 @@ from sandbox.kube.selectors import parse_field_selector, parse_label_selector
 from sandbox.kube.store import DEFAULT_HISTORY_LIMIT, Store
 
 log = logging.getLogger(__name__)
+#: Mutations that end objects, logged whatever ``--log-level`` says (``kube.log``).
+audit = logging.getLogger(f"{__name__}.audit")
+audit.setLevel(logging.INFO)
 
 DEFAULT_WATCH_TIMEOUT = 1800.0
 DEFAULT_BOOKMARK_INTERVAL = 10.0
@@ -320,7 +323,10 @@ async def handle(request: web.Request) -> web.StreamResponse:
         fault = _take_fault(state, request.method)
         if fault is not None:
             return _injected_fault(state, fault)
-        return await _dispatch(request, state)
+        response = await _dispatch(request, state)
+        if request.method == "DELETE":
+            _audit(request, response.status)
+        return response
     except ApiError as err:
         return error_response(err)
     except (ConnectionResetError, asyncio.CancelledError):
@@ -328,6 +334,14 @@ async def handle(request: web.Request) -> web.StreamResponse:
     except Exception as exc:
         log.exception("internal error serving %s %s", request.method, path)
         return json_response(status_object(500, f"internal error: {exc}", "InternalError"), status=500)
+
+
+def _audit(request: web.Request, status: int) -> None:
+    """One line per delete, as kube-apiserver's audit log keeps one (user agent and source)."""
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    source = f"{peer[0]}:{peer[1]}" if peer else "?"
+    agent = request.headers.get("User-Agent", "")
+    audit.info("DELETE %s?%s -> %d from %s (%s)", request.path, request.query_string, status, source, agent)
 
 
 def _take_fault(state: ServerState, method: str) -> tuple[int, float | None] | None:

@@ -14,6 +14,7 @@ from airflow_provider_pathways.gke.task_job import JobRef, airflow_labels
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 from tests.kube_jobs import CONN, new_spec, wait_for
+from tests.triggers.killing import kill_as_the_triggerer_does
 
 NS = "trigger-tests"
 
@@ -85,6 +86,19 @@ async def test_on_kill_deletes_the_job_and_a_second_call_is_harmless() -> None:
     trigger = PathwaysJobTrigger(name=spec.name, namespace=NS, kubernetes_conn_id=CONN)
     await trigger.on_kill()
     await trigger.on_kill()
+    await asyncio.to_thread(hook.wait_until_deleted, spec.name, NS, JobKind.PATHWAYS_JOB, 15)
+    assert await asyncio.to_thread(hook.get_object, PATHWAYS_JOB, spec.name, NS) is None
+
+
+@pytest.mark.usefixtures("kube")
+async def test_a_kill_the_triggerer_cancels_again_while_on_kill_runs_still_deletes_the_job() -> None:
+    """Airflow 3.3's triggerer cancels the trigger on every loop until it finished, on_kill included
+    (tests/triggers/killing.py): the delete must still be sent and the job be gone."""
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    spec = new_spec(NS, headless=True, max_ready_slices=0)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    trigger = PathwaysJobTrigger(name=spec.name, namespace=NS, kubernetes_conn_id=CONN, wait_until="ready")
+    await kill_as_the_triggerer_does(trigger)
     await asyncio.to_thread(hook.wait_until_deleted, spec.name, NS, JobKind.PATHWAYS_JOB, 15)
     assert await asyncio.to_thread(hook.get_object, PATHWAYS_JOB, spec.name, NS) is None
 

@@ -20,6 +20,7 @@ from airflow_provider_pathways.slurm.service import (
 from airflow_provider_pathways.triggers.slurm import PathwaysClusterEnvTrigger, SlurmJobTrigger
 from sandbox.slurm.cluster import slurm_cli
 from tests import slurm_scripts
+from tests.triggers.killing import kill_as_the_triggerer_does
 
 TRANSPORTS = ["slurm_rest", "slurm_ssh"]
 
@@ -160,7 +161,7 @@ async def test_job_trigger_fires_at_the_end_and_on_kill_cancels_once(
 
     slow = await hook.a_submit_job(script="#!/bin/bash\nsleep 300\n", job_name="trigger-kill")
     trigger = SlurmJobTrigger(job_id=slow, slurm_conn_id=conn, poll_interval=0.2)
-    await trigger.on_kill()
+    await kill_as_the_triggerer_does(trigger)  # cancelled again and again while on_kill runs
     await trigger.on_kill()  # already cancelled: harmless
 
     async def cancelled() -> bool:
