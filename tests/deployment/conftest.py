@@ -23,9 +23,11 @@ import pytest
 import yaml
 
 from sandbox.airflow.deployment import AirflowDeployment
+from sandbox.kube.launcher import LOG_FILE as KUBE_LOG_FILE
 from tests.deployment.clusters import KubeCluster, SlurmCluster
 from tests.deployment.harness import Airflow, TaskOutcome
 from tests.deployment.scenarios import Runner, Stage
+from tests.deployment.steps import namespace
 from tests.environment import require_root
 from tests.statsd_server import StatsdListener
 from tests.tcp_gate import Gate
@@ -34,6 +36,10 @@ HERE = Path(__file__).resolve().parent
 DAG_FILES = sorted((HERE / "dags").glob("*.py"))
 _SELECTED = pytest.StashKey[list[tuple[Path, str]]]()
 DEPLOYMENT_KEY = pytest.StashKey[AirflowDeployment]()
+KUBE_LOG_KEY = pytest.StashKey[Path]()
+#: A failed scenario's report shows the last lines of each try's log, each cut to its message.
+LOG_LINES = 40
+LOG_LINE_WIDTH = 240
 _SEEN = pytest.StashKey[Any]()
 #: Seconds a Google access token of the GKE stand-in reached with a Google identity lives.
 GOOGLE_TOKEN_LIFETIME = 3
@@ -87,9 +93,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed and scenario_name(item):
         for seen in _outcomes(item.stash.get(_SEEN, None)):
             for attempt, text in sorted(seen.logs.items()):
-                report.sections.append((f"task log {seen.dag_id}.{seen.task_id} try {attempt}", text[-6000:]))
+                tail = "\n".join(line[:LOG_LINE_WIDTH] for line in text.splitlines()[-LOG_LINES:])
+                report.sections.append((f"task log {seen.dag_id}.{seen.task_id} try {attempt}", tail))
+            deletes = _deletes_in(item.config.stash.get(KUBE_LOG_KEY, None), namespace(seen.dag_id))
+            if deletes:
+                report.sections.append((f"Kubernetes deletes in {namespace(seen.dag_id)}", deletes))
         if deployment is not None:
             report.sections.append(("Airflow deployment logs (tails)", deployment.tails(40)))
+
+
+def _deletes_in(kube_log: Path | None, ns: str) -> str:
+    """The Kubernetes stand-in's audit lines of deletes in namespace ``ns``."""
+    if kube_log is None or not kube_log.exists():
+        return ""
+    marker = f"/namespaces/{ns}/"
+    lines = kube_log.read_text(errors="replace").splitlines()
+    return "\n".join(line for line in lines if "DELETE" in line and marker in line)
 
 
 def _outcomes(value: Any) -> list[TaskOutcome]:
@@ -155,6 +174,7 @@ def kube_only_stage(
     base = Path(tempfile.mkdtemp(prefix=prefix))
     keep = os.environ.get("PATHWAYS_KEEP_DEPLOYMENT_LOGS") == "1"
     standin = start_kube_standin(base / "kube")
+    request.config.stash[KUBE_LOG_KEY] = base / "kube" / KUBE_LOG_FILE
     kube = KubeCluster(standin)
     emulator = start_gcs_emulator(base / "gcs", reuse=False) if gcs else None
     if emulator is not None:
@@ -208,6 +228,7 @@ def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
     cleanups: list[Any] = []
     try:
         standin = start_kube_standin(base / "kube")
+        request.config.stash[KUBE_LOG_KEY] = base / "kube" / KUBE_LOG_FILE
         cleanups.append(standin.stop)
         kube = KubeCluster(standin)
         cleanups.append(kube.close)
