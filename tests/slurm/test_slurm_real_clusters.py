@@ -96,7 +96,17 @@ def test_purged_job_is_read_from_accounting_with_its_last_attempt(
     wait_for(lambda: _fields(sandbox, requeued).get("Restarts") == "1", "the requeue")
     seen = time.time()
     wait_for(lambda: int(time.time()) > int(seen), "the requeue second to pass", 5, 0.05)
-    sandbox.run("scontrol", "update", f"jobid={requeued}", "starttime=now")
+
+    def running_again() -> bool:
+        # A requeued job waits for a begin time in the future, which slurmctld may set only once the
+        # requeue has completed (after an update sent earlier, on a loaded machine): bring it
+        # forward until the job runs.
+        if _fields(sandbox, requeued).get("JobState") == "RUNNING":
+            return True
+        sandbox.run("scontrol", "update", f"jobid={requeued}", "starttime=now", check=False)
+        return False
+
+    wait_for(running_again, f"the requeued job {requeued} to run again", 60, 0.5)
     _wait_state(hooks["ssh"], requeued, {"RUNNING"})
     sandbox.write_user_file(go, "go\n")
     ended = {j: _wait_state(hooks["rest"], j, {"FAILED", "COMPLETED"}) for j in (failed, requeued)}
