@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from itertools import pairwise
 from typing import Any
 
 from airflow_provider_pathways.outcomes import known_fields
@@ -76,7 +77,8 @@ class Timeline:
         clock, whoever watched; whole seconds, rounded down): a recorded moment counts as reached,
         and replaces the moment seen when that is :data:`RECORD_PRECISION` or more later (no one
         was watching then); within it, the moment seen is the finer one. A readiness known only
-        from the record (never seen) adds its step to ``slices_total`` to the slice series."""
+        from the record (never seen) adds its step to ``slices_total`` to the slice series. The
+        milestones stay in order (:meth:`_keep_order`)."""
         if self.submitted is None and submitted is not None:
             self.submitted = submitted
         records = {name: at for name, at in (recorded or {}).items() if name in MILESTONES and at is not None}
@@ -103,9 +105,28 @@ class Timeline:
             if current is None:
                 new.append(name)
             setattr(self, name, at)
-        if self.ready is not None and self.running is not None and self.running > self.ready:
-            self.running = self.ready  # seen running late, recorded ready earlier
+        self._keep_order()
         return tuple(new)
+
+    def _keep_order(self) -> None:
+        """Keep running <= ready <= ended. Of two milestones out of order, a later one recorded
+        less than :data:`RECORD_PRECISION` before the earlier one was rounded down past it: it is
+        raised to it (a job that ended in the second it was seen ready ended after that); further
+        apart, the earlier one was seen late: it is lowered to the later one."""
+        for _ in MILESTONES:  # a lowering can move the pair before it out of order
+            known = [name for name in MILESTONES if getattr(self, name) is not None]
+            moved = False
+            for first, then in pairwise(known):
+                before, after = getattr(self, first), getattr(self, then)
+                if after >= before:
+                    continue
+                moved = True
+                if before - after < RECORD_PRECISION:
+                    setattr(self, then, before)
+                else:
+                    setattr(self, first, after)
+            if not moved:
+                return
 
     @property
     def started(self) -> float | None:

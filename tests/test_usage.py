@@ -112,6 +112,47 @@ def test_moments_the_job_recorded_count_for_a_watcher_that_came_late() -> None:
     assert (moved.running, moved.ready, moved.slices_ready) == (7.0, 7.0, ())
 
 
+def test_a_job_that_ended_in_the_second_it_was_seen_ready_ends_after_it() -> None:
+    """JobSet conditions carry whole seconds (metav1.Time): a job polled ready at 13.7 whose
+    Completed condition says 13 (seen ended at 14.02) ended after 13.7, not before it was ready."""
+    timeline = Timeline()
+    timeline.observe(now=13.49, submitted=11.0, running=True, ready=False, ended=False)
+    timeline.observe(
+        now=13.7, running=True, ready=True, ended=False, recorded={"running": 13.0, "ready": 13.0}
+    )
+    records = {"running": 13.0, "ready": 13.0, "ended": 13.0}
+    timeline.observe(now=14.02, running=False, ready=False, ended=True, recorded=records)
+    assert (timeline.started, timeline.ready, timeline.ended) == (13.49, 13.7, 13.7)
+    # a watcher that saw it running a second or more after it was recorded ready was late
+    late = Timeline()
+    late.observe(now=9.5, running=True, ready=False, ended=False)
+    late.observe(now=12.0, running=False, ready=False, ended=True, recorded={"ready": 7.0, "ended": 8.0})
+    assert (late.started, late.ready, late.ended) == (7.0, 7.0, 8.0)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_milestones_stay_in_order_whatever_the_records_say(seed: int) -> None:
+    """running <= ready <= ended after every observation, for any mix of seen and recorded moments."""
+    import random
+
+    chance = random.Random(seed)
+    timeline, now = Timeline(), 100.0
+    for _ in range(6):
+        now += chance.choice([0.1, 0.3, 0.7, 1.2])
+        records = {
+            k: float(chance.randint(97, 108)) for k in ("running", "ready", "ended") if chance.random() < 0.4
+        }
+        timeline.observe(
+            now=now,
+            running=chance.random() < 0.5,
+            ready=chance.random() < 0.5,
+            ended=chance.random() < 0.3,
+            recorded=records,
+        )
+        moments = [m for m in (timeline.running, timeline.ready, timeline.ended) if m is not None]
+        assert moments == sorted(moments), timeline
+
+
 def test_a_try_that_took_over_a_job_lists_the_tries_it_replaced() -> None:
     merged = tpu_hours(
         [one(1, "a", 10.0, None, admitted_later=True), one(2, "a", None, 20.0), one(3, "a", None, 30.0)]
