@@ -33,6 +33,10 @@ USER_CANCELLED = "Trigger cancelled by user action"
 FINISHED_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
+#: Seconds a fail-over waits for the blocks that keep the triggerers (a deferred outage scenario).
+STAY_TIMEOUT = 300.0
+
+
 class ConditionTimeout(AssertionError):
     """A condition did not hold before its deadline (what a user would see as a hung or wrong run)."""
 
@@ -174,6 +178,9 @@ class Airflow:
         self.api_v1 = self.api.version == "v1"
         self._snapshots = _Snapshots(self, poll_interval)
         self._triggerer_lock = threading.RLock()
+        #: Blocks inside :meth:`triggerers_stay` (no triggerer is killed while one runs).
+        self._stays = 0
+        self._stays_ended = threading.Condition()
         self.killed_triggerer_jobs: set[int] = set()
         self._scan_lock = threading.Lock()
         self._scan: set[str] = set()
@@ -500,6 +507,21 @@ class Airflow:
         with self._triggerer_lock:
             yield
 
+    @contextlib.contextmanager
+    def triggerers_stay(self) -> Iterator[None]:
+        """No triggerer is killed while this block runs (:meth:`fail_over` waits for it to end): a
+        trigger that must ride out an outage as one trigger is not moved to another triggerer in the
+        middle of it, which is another story (the one that took it over saw no outage). It starts
+        once a fail-over under way has ended (its trigger taken over, its triggerer back)."""
+        with self._triggerer_lock, self._stays_ended:
+            self._stays += 1
+        try:
+            yield
+        finally:
+            with self._stays_ended:
+                self._stays -= 1
+                self._stays_ended.notify_all()
+
     def mark_task_failed(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> None:
         """Set the task instance's state to failed through the API, as a user in the UI does.
 
@@ -629,9 +651,13 @@ class Airflow:
         """Make sure the triggerer running this deferred task's trigger dies (SIGKILL) and another one
         takes the trigger over; the killed triggerer is started again afterwards.
 
-        One fail-over at a time: two triggerers must not be down together.
+        One fail-over at a time: two triggerers must not be down together; none while a
+        :meth:`triggerers_stay` block runs.
         """
         with self._triggerer_lock:
+            with self._stays_ended:
+                if not self._stays_ended.wait_for(lambda: self._stays == 0, STAY_TIMEOUT):
+                    raise ConditionTimeout(f"triggerers kept for {STAY_TIMEOUT}s: no fail-over of {dag_id}")
             ti = self.wait_ti(
                 dag_id,
                 run_id,
