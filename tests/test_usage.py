@@ -3,9 +3,11 @@ timeline records."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from airflow_provider_pathways.usage import Timeline, TryUsage, tpu_hours
+from airflow_provider_pathways.usage import MILESTONES, Timeline, TryUsage, tpu_hours
 
 
 def one(try_number: int, job: str, started: float | None, ended: float | None, **kw: object) -> TryUsage:
@@ -133,15 +135,11 @@ def test_a_job_that_ended_in_the_second_it_was_seen_ready_ends_after_it() -> Non
 @pytest.mark.parametrize("seed", range(20))
 def test_milestones_stay_in_order_whatever_the_records_say(seed: int) -> None:
     """running <= ready <= ended after every observation, for any mix of seen and recorded moments."""
-    import random
-
     chance = random.Random(seed)
     timeline, now = Timeline(), 100.0
     for _ in range(6):
         now += chance.choice([0.1, 0.3, 0.7, 1.2])
-        records = {
-            k: float(chance.randint(97, 108)) for k in ("running", "ready", "ended") if chance.random() < 0.4
-        }
+        records = {k: float(chance.randint(97, 108)) for k in MILESTONES if chance.random() < 0.4}
         timeline.observe(
             now=now,
             running=chance.random() < 0.5,
@@ -149,7 +147,7 @@ def test_milestones_stay_in_order_whatever_the_records_say(seed: int) -> None:
             ended=chance.random() < 0.3,
             recorded=records,
         )
-        moments = [m for m in (timeline.running, timeline.ready, timeline.ended) if m is not None]
+        moments = [getattr(timeline, k) for k in MILESTONES if getattr(timeline, k) is not None]
         assert moments == sorted(moments), timeline
 
 

@@ -18,13 +18,13 @@ from airflow_provider_pathways.lineage import FACET_NAME, FACET_SCHEMA_URL, gcs_
 pytest.importorskip("airflow.providers.openlineage", reason="apache-airflow-providers-openlineage")
 ROOT = Path(__file__).resolve().parents[2]
 
+# the task states go to a file: the OpenLineage listener's threads log to stdout meanwhile
 RUN_DAG = """
 import json, pathlib, sys
 from tests.airflow_runs import load_dag, run_dag
 outcome = run_dag(load_dag(sys.argv[1], sys.argv[2]))
 pathlib.Path(sys.argv[3]).write_text(json.dumps({task: o.state for task, o in outcome.items()}))
 """
-# the task states go to a file: the OpenLineage listener's threads log to stdout meanwhile
 
 
 def lineage_events(tmp_path: Path, dag_file: str, dag_id: str) -> list[dict[str, Any]]:
