@@ -31,6 +31,23 @@ def deferred_by(context: Mapping[str, Any]) -> dict[str, Any]:
     return {DEFERRED_BY_TRY: getattr(context.get("ti"), "try_number", None)}
 
 
+def inherited_default_args(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``default_args`` a task made with ``Operator.partial(**kwargs)`` inherits: its DAG's, its
+    task group's, then its own (Airflow merges them only inside ``partial()``, after filling its own
+    defaults)."""
+    try:
+        from airflow.sdk.definitions._internal.contextmanager import DagContext, TaskGroupContext
+    except ImportError:  # Airflow 2
+        from airflow.models.dag import DagContext  # type: ignore[no-redef]
+        from airflow.utils.task_group import TaskGroupContext  # type: ignore[no-redef]
+    dag = kwargs.get("dag") or DagContext.get_current()
+    group = kwargs.get("task_group") or (TaskGroupContext.get_current(dag) if dag else None)
+    inherited: dict[str, Any] = dict(getattr(dag, "default_args", None) or {})
+    inherited.update(getattr(group, "default_args", None) or {})
+    inherited.update(kwargs.get("default_args") or {})
+    return inherited
+
+
 def resumed_by_an_earlier_try(context: Mapping[str, Any], kwargs: Mapping[str, Any], log: Any) -> bool:
     """Whether this resumption carries an earlier try's trigger event (logged): the try must start
     afresh."""

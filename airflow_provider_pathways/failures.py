@@ -4,7 +4,7 @@ task gets when its author sets no ``retries``."""
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -231,15 +231,21 @@ class PathwaysRetryPolicy(RetryPolicy):
 DEFAULT_PREEMPTION_RETRIES = 3
 
 
-def apply_preemption_budget(kwargs: MutableMapping[str, Any], preemption_retries: int) -> None:
+def apply_preemption_budget(
+    kwargs: MutableMapping[str, Any],
+    preemption_retries: int,
+    inherited: Mapping[str, Any] | None = None,
+) -> None:
     """
     Fill an operator's keyword arguments so that preemption is retried out of the box.
 
-    When the DAG author sets no ``retries`` (on the task or in ``default_args``), the task gets
-    ``preemption_retries`` retries under a ``PathwaysRetryPolicy`` that spends them only on
-    preemption and infrastructure failures. An explicit ``retries`` wins. A ``retry_policy``
-    given by the author is kept either way. Before Airflow 3.3 (no retry policies) only the
-    ``retries`` are filled in.
+    When the DAG author sets no ``retries`` (on the task, in its ``default_args`` or in the
+    ``inherited`` ones of its DAG and task group), the task gets ``preemption_retries`` retries
+    under a ``PathwaysRetryPolicy`` that spends them only on preemption and infrastructure
+    failures. An explicit ``retries`` wins. A ``retry_policy`` given by the author is kept either
+    way. Before Airflow 3.3 (no retry policies) only the ``retries`` are filled in. Called by the
+    operators' ``__init__`` and, for mapped tasks, by their ``partial()``, before Airflow fills
+    its own defaults (``retries=0``, no policy) there.
     """
     if (
         isinstance(preemption_retries, bool)
@@ -247,7 +253,7 @@ def apply_preemption_budget(kwargs: MutableMapping[str, Any], preemption_retries
         or preemption_retries < 0
     ):
         raise ValueError(f"preemption_retries: {preemption_retries!r} must be an integer >= 0")
-    authored = "retries" in kwargs or "retries" in (kwargs.get("default_args") or {})
+    authored = any("retries" in (given or {}) for given in (kwargs, kwargs.get("default_args"), inherited))
     if not authored:
         kwargs["retries"] = preemption_retries
     if RETRY_POLICIES:

@@ -45,6 +45,44 @@ def test_the_preemption_budget_is_applied_where_the_dag_sets_no_retries(
     assert ("retry_policy" in kwargs) == RETRY_POLICIES
 
 
+@pytest.mark.parametrize(
+    ("dag_args", "task_args", "retries", "unclassified"),
+    [({}, {}, 3, False), ({"retries": 5}, {}, 5, True), ({}, {"retries": 2}, 2, True)],
+)
+def test_a_mapped_task_gets_the_preemption_budget_and_policy_an_unmapped_one_gets(
+    dag_args: dict[str, Any], task_args: dict[str, Any], retries: int, unclassified: bool
+) -> None:
+    """``partial()`` fills Airflow's ``retries=0`` and no retry policy before the operator is built,
+    and the scheduler takes a mapped task's tries from them: the operators fill the budget first.
+    Checked as the scheduler reads the DAG (serialized), for GKE and Slurm; a preempted index
+    retried and a failing one not, in a real deployment (tests/deployment/test_mapped.py)."""
+    import pendulum
+    from airflow.providers.common.compat.sdk import DAG
+
+    from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
+    from airflow_provider_pathways.operators.slurm import SlurmJobOperator
+
+    try:
+        from airflow.serialization.serialized_objects import DagSerialization as Serializer
+    except ImportError:  # before Airflow 3.2
+        from airflow.serialization.serialized_objects import SerializedDAG as Serializer  # type: ignore
+
+    start = pendulum.datetime(2026, 1, 1, tz="UTC")
+    with DAG("mapped_budget", schedule=None, start_date=start, default_args=dag_args) as dag:
+        PathwaysJobOperator.partial(task_id="gke", job={}, **task_args).expand(name=["a", "b"])
+        SlurmJobOperator.partial(task_id="slurm", **task_args).expand(script_path=["a.sh"])
+    scheduled = Serializer.from_dict(Serializer.to_dict(dag))
+    for task_id in ("gke", "slurm"):
+        for task in (dag.get_task(task_id), scheduled.get_task(task_id)):
+            assert task.retries == retries
+        policy = dag.get_task(task_id).partial_kwargs.get("retry_policy")
+        if RETRY_POLICIES:
+            assert isinstance(policy, PathwaysRetryPolicy) and policy.retry_unclassified is unclassified
+            assert scheduled.get_task(task_id).has_retry_policy
+        else:
+            assert policy is None
+
+
 @pytest.mark.skipif(RETRY_POLICIES, reason="retry policies exist from Airflow 3.3")
 def test_a_retry_policy_before_airflow_3_3_is_refused_saying_what_to_do() -> None:
     with pytest.raises(TypeError, match=r"needs Airflow 3\.3.*leave retry_policy out"):

@@ -5,6 +5,7 @@ instance's owner (:mod:`airflow_provider_pathways.gke.task_job`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
@@ -698,7 +699,13 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
         raise AirflowException(f"{what} within wait_timeout ({self.wait_timeout}s)")
 
     def discards_when_giving_up(self) -> bool:
-        return "failure" in self.delete_on or self._is_queued()
+        """``failure`` in ``delete_on``, or the job is queued now (read again: the wait may have
+        ended without a status, as a trigger's timeout from an older version does)."""
+        if "failure" in self.delete_on:
+            return True
+        with contextlib.suppress(Exception):  # unreadable: judged by the last status seen
+            self._status = self.job_status()
+        return self._is_queued()
 
     def discards_failed_jobs(self) -> bool:
         return "failure" in self.delete_on
@@ -733,9 +740,10 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
         if self._job is None:  # kept before this try deferred; without a task_state_store, every
             # event of the trigger names the job it followed
             self._job = JobRef.from_id(event.get("followed"), self.kind)
-        if event.get("status") == "queue_timeout":
-            self._status = PathwaysJobStatus.from_dict(event["job"])
-            self._give_up_queued(context, self._status)
+        seen = PathwaysJobStatus.from_dict(event["job"]) if isinstance(event.get("job"), dict) else None
+        self._status = seen or self._status  # the last status the trigger saw
+        if event.get("status") == "queue_timeout" and seen is not None:
+            self._give_up_queued(context, seen)
         self.check_trigger_event(context, event)
         if event.get("status") != "done":
             raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
@@ -801,7 +809,6 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
             exit_code=status.exit_code,
         )
 
-    def on_kill(self) -> None:
-        """Delete the job when the running task is killed (always while queued); harmless if gone."""
-        if self.discards_when_killed():
-            self.release("task killed")
+    def end_killed_job(self) -> None:
+        """Delete the job of a killed try (always while queued), as its owner."""
+        self.release("task killed")

@@ -10,10 +10,20 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
+from airflow.providers.common.compat.sdk import (
+    AirflowException,
+    AirflowFailException,
+    AirflowTaskTimeout,
+    BaseOperator,
+)
 
 from airflow_provider_pathways import metrics
-from airflow_provider_pathways.failures import PathwaysWatchLost
+from airflow_provider_pathways.airflow_features import inherited_default_args
+from airflow_provider_pathways.failures import (
+    DEFAULT_PREEMPTION_RETRIES,
+    PathwaysWatchLost,
+    apply_preemption_budget,
+)
 from airflow_provider_pathways.outcomes import (
     JobJudgement,
     KeptJob,
@@ -83,6 +93,39 @@ class ReattachingJobOperator(BaseOperator):
     #: The ``backend`` tag of the task's metrics (:mod:`airflow_provider_pathways.metrics`).
     metrics_backend: str | None = None
 
+    @classmethod
+    def partial(cls, **kwargs: Any) -> Any:  # type: ignore[override]
+        """``BaseOperator.partial`` with the preemption budget and retry policy the unmapped task
+        gets (:func:`~airflow_provider_pathways.failures.apply_preemption_budget`): ``partial()``
+        fills Airflow's own defaults (``retries=0``, no policy) before the operator is built, and
+        the scheduler takes a mapped task's tries from them."""
+        apply_preemption_budget(
+            kwargs,
+            kwargs.get("preemption_retries", DEFAULT_PREEMPTION_RETRIES),
+            inherited=inherited_default_args(kwargs),
+        )
+        return super().partial(**kwargs)  # type: ignore[misc]
+
+    #: Set when the try gave up on its job at a time limit: the cleanup then followed the failure
+    #: policy (:meth:`give_up`), and the kill Airflow sends after its ``execution_timeout`` alarm
+    #: changes nothing.
+    _gave_up = False
+
+    def time_out(self, context: Context, reason: str | None) -> NoReturn:
+        """The wait reached a time limit (``reason``): :meth:`give_up`, and let no kill follow."""
+        self._gave_up = True
+        self.give_up(context, reason)
+
+    def on_kill(self) -> None:
+        """The task was killed (a user marked or cleared it): end the job per the kill policy
+        (:meth:`discards_when_killed`). Airflow also calls this after its ``execution_timeout``
+        alarm, once the try has given up on the job per the failure policy: then it does nothing."""
+        if not self._gave_up and self.discards_when_killed():
+            self.end_killed_job()
+
+    def end_killed_job(self) -> None:
+        """Delete or cancel the job of a killed try (harmless if it is gone)."""
+
     def metric_tags(self, context: Context | None) -> dict[str, str]:
         """The tags of this task's metrics."""
         ti = context.get("ti") if context is not None else None
@@ -141,7 +184,7 @@ class ReattachingJobOperator(BaseOperator):
         """The answers every trigger may give: a timeout gives up (:meth:`give_up`), an error loses
         sight of the job (:meth:`lose_sight`)."""
         if event.get("status") == "timeout":
-            self.give_up(context, event.get("reason"))
+            self.time_out(context, event.get("reason"))
         if event.get("status") == "error":
             self.lose_sight(context, event.get("message") or f"unexpected trigger event {event!r}")
 
@@ -257,11 +300,29 @@ class ReattachingJobOperator(BaseOperator):
                 if observed is not None:
                     return observed
             if deadline.passed():
-                self.give_up(context, deadline.reason)
+                self.time_out(context, deadline.reason)
+            if deadline.at is not None:  # look again at the deadline, before Airflow's own alarm
+                delay = max(0.0, min(delay, deadline.at - time.time()))
             time.sleep(delay)
 
     def run_job(self, context: Context) -> Any:
-        """Reattach to the job an earlier try submitted, or submit one; then follow it."""
+        """Reattach to the job an earlier try submitted, or submit one; then follow it. Airflow's
+        ``execution_timeout`` alarm while the try follows its job gives up on the job as the
+        try's own deadline does (the failure policy), not as a kill."""
+        self._gave_up = False
+        self._following: JsonValue | None = None
+        try:
+            return self._run_job(context)
+        except AirflowTaskTimeout:
+            if self._gave_up or self._following is None:
+                raise
+            self.time_out(context, "execution_timeout")
+
+    def _follow(self, external_id: JsonValue, context: Context) -> Any:
+        self._following = external_id
+        return self.follow_job(external_id, context)
+
+    def _run_job(self, context: Context) -> Any:
         store = context.get("task_state_store")
         stored = store.get(self.external_id_key) if store is not None else None
         if stored is not None:
@@ -299,11 +360,11 @@ class ReattachingJobOperator(BaseOperator):
                 )
                 self._keep(context, KeptJob(adopted))
                 metrics.emit(metrics.TRIES_REPLACED, 1, self.metric_tags(context))
-                return self.follow_job(adopted, context)
+                return self._follow(adopted, context)
         external_id = self.submit_job(context)
         if external_id is not None:
             self._keep(context, KeptJob(external_id))
-        return self.follow_job(external_id, context)
+        return self._follow(external_id, context)
 
     def _keep(self, context: Context, kept: KeptJob) -> None:
         """Keep the job this try follows, with the task instance's ``max_tries`` of now."""
@@ -329,7 +390,7 @@ class ReattachingJobOperator(BaseOperator):
             if kept.reported is not None or cleared:  # it runs again: nothing reported yet
                 self._keep(context, KeptJob(stored))
             metrics.emit(metrics.TRIES_REPLACED, 1, self.metric_tags(context))
-            return self.follow_job(stored, context)
+            return self._follow(stored, context)
         if action is ReattachAction.RESTART:
             self.log.warning(
                 "%s still runs, but the task was cleared since an earlier try followed it; ending it "

@@ -473,10 +473,9 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             "Slurm job %s %s (%s)", self._job_id, "cancelled" if cancelled else "had already ended", reason
         )
 
-    def on_kill(self) -> None:
-        """Cancel the job when the running task is killed, unless a newer try of the task instance
-        follows it; harmless if it already ended."""
-        if self.discards_when_killed() and not self.newer_try_follows():
+    def end_killed_job(self) -> None:
+        """Cancel the job of a killed try, unless a newer try of the task instance follows it."""
+        if not self.newer_try_follows():
             self._cancel("task killed")
 
 

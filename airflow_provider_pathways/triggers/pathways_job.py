@@ -238,11 +238,14 @@ class PathwaysJobTrigger(KillableTrigger):
                 done, _ = await asyncio.wait({pending}, timeout=wait)
                 if not done:
                     if self.deadline is not None and time.time() >= self.deadline:
-                        return {
+                        timed_out: dict[str, Any] = {
                             "status": "timeout",
                             "message": "the wait timed out",
                             "reason": self.deadline_reason,
                         }
+                        if status is not None:  # a queued job is deleted whatever delete_on says
+                            timed_out["job"] = status.to_dict()
+                        return timed_out
                     if status is not None and queue_time_left(status, self.queue_timeout) == 0:
                         return {"status": "queue_timeout", "job": status.to_dict()}
                     if status is not None:

@@ -67,6 +67,22 @@ for mode, deferrable in (("deferred", True), ("polling", False)):
         )
     globals()[f"queue_timeout_{mode}"] = queue_timeout
 
+    # wait_timeout (not queue_timeout) ends the wait while Kueue still holds the job; delete_on
+    # without "failure" would keep a job that had started
+    with DAG(f"gke_wait_timeout_queued_{mode}", schedule=None, start_date=START) as wait_timeout_queued:
+        operator(
+            "train",
+            f"wait-timeout-queued-{mode}",
+            queue_name="multislice-queue",
+            wait_timeout=2,
+            delete_on=("success",),
+            retries=0,
+            deferrable=deferrable,
+            poll_interval=0.1,
+            annotations=knobs(kueue_admit_after_seconds="never"),
+        )
+    globals()[f"wait_timeout_queued_{mode}"] = wait_timeout_queued
+
 with DAG("gke_evicted_after_running", schedule=None, start_date=START) as evicted_after_running:
     operator(
         "train",

@@ -255,6 +255,28 @@ with DAG("gke_kill_on_timeout", schedule=None, start_date=START) as kill_on_time
         annotations=knobs(program_seconds=120),
     )
 
+
+# Polling tries that reach their execution_timeout between two looks (poll_interval 10 s): the
+# failure policy of delete_on decides, not the kill's.
+def timeout_between_looks(*events: str) -> DAG:
+    with DAG(f"gke_timeout_delete_on_{'_'.join(events)}", schedule=None, start_date=START) as timeout_dag:
+        operator(
+            "train",
+            f"timeout-{'-'.join(events)}",
+            spec(),
+            deferrable=False,
+            poll_interval=10,
+            retries=0,
+            delete_on=events,
+            execution_timeout=timedelta(seconds=6),
+            annotations=knobs(program_seconds=120),
+        )
+    return timeout_dag
+
+
+timeout_deletes_on_failure = timeout_between_looks("success", "failure")
+timeout_keeps_without_failure = timeout_between_looks("kill")
+
 with DAG("gke_ready_then_sensor", schedule=None, start_date=START) as ready_then_sensor:
     start = operator(
         "start",

@@ -92,3 +92,56 @@ def test_each_index_of_a_mapped_task_reports_its_own_job(
         assert sorted(ids, key=int) == jobs  # each index its own job
         assert all(s.xcom["return_value"]["state"] == "COMPLETED" for s in seen)
         assert all(str(s.xcom["return_value"]["job_id"]) == i for s, i in zip(seen, ids, strict=True))
+
+
+BUDGET_CASES = ("budget", "retries")
+
+
+@scenario("mapped_retry[{case}]", case=BUDGET_CASES)
+def mapped_retry(stage: Stage, name: str, case: str) -> list[TaskOutcome]:
+    """Index 0 of a mapped GKE task is preempted (no ``retries`` in the DAG) or its program fails
+    (``retries=2``, no ``retry_policy``); index 1 ends well."""
+    dag_id = f"gke_mapped_{case}"
+    airflow, ns = stage.airflow, namespace(dag_id)
+    run_id = airflow.trigger(dag_id)
+    wait_for(lambda: len(stage.kube.list(ns, "jobsets")) == 2, f"2 JobSets in {ns}", WAIT, 0.5)
+    first = stage.kube.wait_program_running(ns, WAIT)
+    second = stage.kube.wait_program_running(ns, WAIT, other_than={first["metadata"]["uid"]})
+    by_shard = {job["metadata"]["labels"]["shard"]: job["metadata"]["name"] for job in (first, second)}
+    stage.kube.action(ns, by_shard["1"], "complete-program")
+    if case == "budget":
+        stage.kube.action(ns, by_shard["0"], "preempt-slice", slice=0)
+        airflow.wait_ti(
+            dag_id, run_id, "train", "index 0's try 2", lambda t: t["try_number"] == 2, WAIT, map_index=0
+        )
+        done = {first["metadata"]["uid"], second["metadata"]["uid"]}
+        stage.kube.action(ns, stage.kube.wait_program_running(ns, WAIT, other_than=done)["metadata"]["name"],
+                          "complete-program")  # fmt: skip
+    else:
+        stage.kube.action(ns, by_shard["0"], "fail-program", exit_code=3)
+    airflow.wait_run(dag_id, run_id, WAIT)
+    seen = [outcome(airflow, dag_id, run_id, map_index=i) for i in range(2)]
+    seen[0].extra["program_runs"] = stage.kube.program_runs(ns)
+    return seen
+
+
+@pytest.mark.scenario("mapped_retry[budget]")
+def test_a_preempted_index_of_a_mapped_task_is_retried_without_retries_in_the_dag(
+    seen: list[TaskOutcome],
+) -> None:
+    """``partial()`` fills ``retries=0`` and no policy before the operator is built: the mapped task
+    still gets ``preemption_retries``, as an unmapped one does."""
+    assert [(s.map_index, s.state, s.try_number) for s in seen] == [(0, "success", 2), (1, "success", 1)]
+    assert "preemption, retrying with backoff" in seen[0].log(1)
+    assert seen[0].extra["program_runs"] == 3
+
+
+@pytest.mark.scenario("mapped_retry[retries]")
+def test_a_failing_program_of_a_mapped_task_is_not_run_again_with_retries_set(
+    seen: list[TaskOutcome],
+) -> None:
+    """With ``retries=2`` and no ``retry_policy``, the mapped task gets ``PathwaysRetryPolicy`` as an
+    unmapped one does: a failing program fails at once, its retries left unspent."""
+    assert [(s.map_index, s.state, s.try_number) for s in seen] == [(0, "failed", 1), (1, "success", 1)]
+    assert "user program failed" in seen[0].log(1)
+    assert seen[0].extra["program_runs"] == 2

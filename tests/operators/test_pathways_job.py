@@ -235,6 +235,23 @@ def test_killed_task_deletes_its_job_and_a_second_kill_is_harmless(kube: Any) ->
     assert stand_in_objects(kube, "pathwaysjobs", "killed") == []
 
 
+@EXECUTION_TIMEOUT
+@pytest.mark.parametrize(("events", "kept"), [(("success", "failure"), False), (("kill",), True)])
+def test_a_polling_try_past_its_execution_timeout_applies_the_failure_policy(
+    kube: Any, capfd: pytest.CaptureFixture[str], events: tuple[str, ...], kept: bool
+) -> None:
+    """The timeout is the try's failure, not a kill (docs/outcomes.rst, *Giving up*): with
+    ``delete_on=("success", "failure")`` the job is deleted (Airflow's alarm calls ``on_kill``, and
+    an operator that looked only at "kill" left it running); with ``("kill",)`` it is kept."""
+    outcome = run_dag(load_dag(DAGS, f"gke_timeout_delete_on_{'_'.join(events)}"))["train"]
+    logs = capfd.readouterr().out
+    assert (outcome.state, outcome.try_number) == ("failed", 1)
+    if TASK_LOG_IN_OUTPUT:
+        assert "within the task's execution_timeout" in logs
+    jobs = stand_in_objects(kube, "pathwaysjobs", f"timeout-{'-'.join(events)}")
+    assert [job["metadata"].get("deletionTimestamp") is None for job in jobs] == ([True] if kept else [])
+
+
 def test_invalid_specs_fail_before_anything_is_sent(kube: Any, capfd: pytest.CaptureFixture[str]) -> None:
     from tests.airflow_runs import _module
 

@@ -57,6 +57,21 @@ def test_queue_timeout_gives_up_and_deletes_the_queued_job(
     assert stand_in_objects(kube, "jobsets", f"queue-timeout-{mode}") == []
 
 
+@pytest.mark.parametrize("mode", ["deferred", "polling"])
+def test_a_wait_that_times_out_while_queued_deletes_the_job_whatever_delete_on_says(
+    kube: Any, capfd: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """docs/outcomes.rst, *Kueue*: a queued job the task abandons is deleted, else Kueue admits it
+    later and it runs with nobody watching; here ``wait_timeout`` ends the wait and ``delete_on``
+    has no "failure" (the deferred wait's timeout event carried no status, so the job was kept)."""
+    outcome = run_dag(load_dag(DAGS, f"gke_wait_timeout_queued_{mode}"))["train"]
+    logs = capfd.readouterr().out
+    assert (outcome.state, outcome.try_number) == ("failed", 1)
+    assert "within wait_timeout (2s)" in logs
+    assert stand_in_objects(kube, "pathwaysjobs", f"wait-timeout-queued-{mode}") == []
+    assert stand_in_objects(kube, "jobsets", f"wait-timeout-queued-{mode}") == []
+
+
 def test_eviction_after_running_is_requeued_and_finishes_in_the_same_try(
     kube: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:

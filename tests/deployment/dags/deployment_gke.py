@@ -164,6 +164,33 @@ for mode, deferrable in (("deferred", True), ("polling", False)):
             retry_policy=FAST_RETRY,
         ).expand(labels=[{"shard": str(i)} for i in range(MAPPED)])
 
+# Mapped tasks get the unmapped task's preemption budget and retry policy: with no ``retries`` a
+# preempted index is retried; with ``retries=2`` and no ``retry_policy`` a failing program is not.
+with dag("gke_mapped_budget"):
+    PathwaysJobOperator.partial(
+        task_id="train",
+        job=spec(),
+        namespace=namespace("gke_mapped_budget"),
+        kubernetes_conn_id="gke_sandbox",
+        deferrable=True,
+        annotations=GATED,
+        retry_policy=PathwaysRetryPolicy(
+            base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2), retry_unclassified=False
+        ),
+    ).expand(labels=[{"shard": str(i)} for i in range(2)])
+with dag("gke_mapped_retries"):
+    PathwaysJobOperator.partial(
+        task_id="train",
+        job=spec(),
+        namespace=namespace("gke_mapped_retries"),
+        kubernetes_conn_id="gke_sandbox",
+        deferrable=False,
+        poll_interval=2,
+        retries=2,
+        retry_delay=timedelta(seconds=1),
+        annotations=GATED,
+    ).expand(labels=[{"shard": str(i)} for i in range(2)])
+
 # One fixed job name (``name=``) for every run of the DAG: a run never follows, deletes or reports
 # the job another run made under that name.
 with dag("gke_fixed_name"):
