@@ -11,7 +11,7 @@ SESSION = $(PY) -m sandbox.session run --name $@ $(if $(filter-out 0,$(KEEP_SAND
 # sandbox-down also works once the venv is gone (`make clean`): the session module needs Python only.
 SANDBOX_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 
-.PHONY: demo test test-fast test-compat test-steps packages venv lint bench docs sandbox-slurm sandbox-airflow sandbox-ui sandbox-down clean
+.PHONY: demo test test-fast test-compat test-steps soak soak-steps packages venv lint bench docs sandbox-slurm sandbox-airflow sandbox-ui sandbox-down clean
 
 # Every Debian package the sandbox needs, in one apt-get run before anything runs in parallel
 # (sandbox/packages.sh lists them). `make demo` needs the venv and the host's Slurm only.
@@ -83,6 +83,21 @@ test-compat:
 test-fast: venv
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -p no:cacheprovider -n 3 -m "$(FAST_TIER)" tests
+
+# The randomized fault soak (tests/soak, docs/development.rst): random DAG shapes under random
+# faults on one real deployment, each run's invariants checked against the stand-ins' records; not
+# part of `make test`. SOAK_SEED=<a run's seed> SOAK_RUNS=1 replays one run with its schedule.
+SOAK_RUNS ?= 300
+SOAK_MINUTES ?= 50
+SOAK_SEED ?=
+SOAK_CONCURRENCY ?= 8
+SOAK_PLATFORMS ?= gke
+soak: packages venv
+	$(SESSION) $(MAKE) --no-print-directory soak-steps
+
+soak-steps: $(if $(findstring slurm,$(SOAK_PLATFORMS)),sandbox-slurm) sandbox-airflow
+	SOAK_RUNS=$(SOAK_RUNS) SOAK_MINUTES=$(SOAK_MINUTES) SOAK_SEED=$(SOAK_SEED) \
+		SOAK_CONCURRENCY=$(SOAK_CONCURRENCY) SOAK_PLATFORMS=$(SOAK_PLATFORMS) $(PY) -m tests.soak
 
 lint: venv
 	$(VENV)/bin/ruff check .

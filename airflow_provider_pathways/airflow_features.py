@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_3_PLUS
+from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 
 #: ``retry_policy`` on operators (``airflow.sdk.definitions.retry_policy``).
 RETRY_POLICIES: bool = AIRFLOW_V_3_3_PLUS
@@ -46,6 +47,52 @@ def inherited_default_args(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     inherited.update(getattr(group, "default_args", None) or {})
     inherited.update(kwargs.get("default_args") or {})
     return inherited
+
+
+#: The ``next_method`` of a deferred task instance the scheduler resumes only to fail it, and the
+#: ``next_kwargs["error"]`` that says its trigger timed out (Airflow 2's, Airflow 3's).
+TRIGGER_FAIL = "__fail__"
+TRIGGER_TIMEOUT_ERRORS = frozenset({"Trigger/execution timeout", "Trigger timeout"})
+
+
+def resumed_at_execution_timeout(
+    context: Mapping[str, Any], execution_timeout: timedelta | None
+) -> dict[str, Any] | None:
+    """On Airflow 2, when this try resumes from a deferral that its ``execution_timeout`` ended: the
+    keyword arguments of the operator's resume method, the event a ``timeout`` one
+    (``reason="execution_timeout"``) that keeps what the trigger's event said of the job; else None.
+
+    Airflow 2 sets a deferral's trigger timeout to the try's start plus ``execution_timeout``, the
+    moment the trigger's own deadline is, and resumes the try with ``__fail__`` when its scheduler sees
+    it pass before the trigger's timeout event arrives (then the deferral's arguments are gone). Either
+    way the try resumes past its ``execution_timeout``, and Airflow 2 fails it with
+    ``AirflowTaskTimeout`` before the resume method runs, calling ``on_kill`` instead. A trigger's
+    failure (``__fail__`` for another reason) is left to Airflow. Airflow 3 (3.0 to 3.3) sets a
+    deferral's trigger timeout from the ``timeout`` of ``defer()`` only (which the operators never
+    pass) and runs a resumed try's resume method: always None there.
+    """
+    if AIRFLOW_V_3_0_PLUS or not execution_timeout:
+        return None
+    ti = context.get("ti")
+    next_method = getattr(ti, "next_method", None)
+    if not next_method:
+        return None
+    kwargs: dict[str, Any] = dict(getattr(ti, "next_kwargs", None) or {})
+    event: dict[str, Any] = {}
+    if next_method == TRIGGER_FAIL:
+        if kwargs.get("error") not in TRIGGER_TIMEOUT_ERRORS:
+            return None
+        kwargs = {}
+    else:
+        got = kwargs.pop("event", None)
+        event = dict(got) if isinstance(got, Mapping) else {}
+        timed_out = event.get("status") == "timeout" and event.get("reason") == "execution_timeout"
+        start = getattr(ti, "start_date", None)
+        past = isinstance(start, datetime) and datetime.now(timezone.utc) - start >= execution_timeout
+        if not (timed_out or past):
+            return None
+    timeout = {"status": "timeout", "reason": "execution_timeout", "message": "the wait timed out"}
+    return {**kwargs, "event": {**event, **timeout}}
 
 
 def resumed_by_an_earlier_try(context: Mapping[str, Any], kwargs: Mapping[str, Any], log: Any) -> bool:

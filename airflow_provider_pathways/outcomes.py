@@ -4,7 +4,8 @@ triggerer and a worker send each other.
 
 Reattach, one rule set for GKE and Slurm: a job still running or queued is followed, unless the
 task was cleared since a try last followed it and the task's kill ends its job (then it is deleted
-or cancelled, as the clear's kill would have, and a fresh job is submitted); one that succeeded is
+or cancelled, as the clear's kill would have, and a fresh job is submitted), or it is suspended and
+an earlier try already failed on that suspension (then it is replaced by a fresh job); one that succeeded is
 reported without running it again; one that ended by preemption, eviction, node loss or another
 infrastructure failure (or for a reason nobody could classify) is replaced by a fresh job; one
 whose program failed or whose spec was refused fails the task at once, and the program never runs
@@ -65,19 +66,23 @@ class Verdict(str, Enum):
 
 @dataclass(frozen=True)
 class JobJudgement:
-    """A job's verdict, and for a failure its class and the cluster's words."""
+    """A job's verdict, and for a failure its class and the cluster's words. ``suspended``: an
+    active job that someone other than its queue paused (it runs again once resumed)."""
 
     verdict: Verdict
     failure: FailureClass | None = None
     message: str = ""
+    suspended: bool = False
 
     def __post_init__(self) -> None:
         if (self.verdict is Verdict.FAILED) != (self.failure is not None):
             raise ValueError("a failure class goes with a FAILED verdict, and only with it")
+        if self.suspended and self.verdict is not Verdict.ACTIVE:
+            raise ValueError("only an active job is suspended")
 
     @classmethod
-    def active(cls, message: str = "") -> JobJudgement:
-        return cls(Verdict.ACTIVE, None, message)
+    def active(cls, message: str = "", *, suspended: bool = False) -> JobJudgement:
+        return cls(Verdict.ACTIVE, None, message, suspended)
 
     @classmethod
     def succeeded(cls, message: str = "") -> JobJudgement:
@@ -115,6 +120,8 @@ def reattach_action(
     ``cleared``: the task was cleared since a try last followed the job; ``kill_ends_job``: the
     task's kill deletes or cancels its job."""
     if judgement.verdict is Verdict.ACTIVE:
+        if judgement.suspended and reported is Verdict.FAILED:  # the try that reported its suspension
+            return ReattachAction.REPLACE  # failed on it: following it would fail again at once
         return ReattachAction.RESTART if cleared and kill_ends_job else ReattachAction.FOLLOW
     if reported is Verdict.FAILED:  # also a job that succeeded after a wait_until="ready" try failed
         return ReattachAction.SUBMIT
@@ -126,7 +133,7 @@ def reattach_action(
     return ReattachAction.REPLACE
 
 
-_JOB, _REPORTED, _OUTCOME, _MAX_TRIES = "job", "reported", "outcome", "max_tries"
+_JOB, _REPORTED, _OUTCOME, _MAX_TRIES, _LEFT = "job", "reported", "outcome", "max_tries", "left_running"
 
 
 @dataclass(frozen=True)
@@ -138,13 +145,17 @@ class KeptJob:
     that try observed, so that a success is reported again once the job itself is gone.
     ``max_tries``: the task instance's ``max_tries`` when a try last submitted or followed the
     job. Airflow raises it only when the task is cleared, so a larger one on a new try means the
-    task was cleared since (not retried).
+    task was cleared since (not retried). ``left_running``: the try that last followed the job
+    ended and left it running (its wait succeeded at ``ready`` or ``created``, it lost sight of
+    the job, or gave up on it and kept it): a clear then killed no try of it, so the cleared try
+    follows the job instead of ending it.
     """
 
     job: Any
     reported: Verdict | None = None
     outcome: Any = None
     max_tries: int | None = None
+    left_running: bool = False
 
     def to_stored(self) -> dict[str, Any]:
         stored: dict[str, Any] = {_JOB: self.job}
@@ -154,6 +165,8 @@ class KeptJob:
             stored[_OUTCOME] = self.outcome
         if self.max_tries is not None:
             stored[_MAX_TRIES] = self.max_tries
+        if self.left_running:
+            stored[_LEFT] = True
         return stored
 
     @classmethod
@@ -172,6 +185,7 @@ class KeptJob:
                 verdict,
                 value.get(_OUTCOME),
                 max_tries if isinstance(max_tries, int) and not isinstance(max_tries, bool) else None,
+                value.get(_LEFT) is True,
             )
         return cls(value)
 
@@ -181,7 +195,10 @@ class KeptJob:
 
     def cleared_since(self, max_tries: int | None) -> bool:
         """Whether the task instance was cleared after a try last submitted or followed the job
-        (its ``max_tries`` is now ``max_tries``); False when either is unknown."""
+        (its ``max_tries`` is now ``max_tries``) while that try still followed it; False when
+        either is unknown, or when that try had ended and left the job running."""
+        if self.left_running:
+            return False
         return self.max_tries is not None and max_tries is not None and max_tries > self.max_tries
 
 

@@ -173,6 +173,18 @@ class OutageTooLong(Exception):
     """The service stayed unreachable for longer than the wait tolerates."""
 
 
+class ConnectionToFix(Exception):
+    """Base of the errors that say the connection itself must be fixed (its credentials refused, a
+    setting wrong): no retry gets past one, by the same try or a later one. A wait that meets one
+    does not ride it out as an outage, nor lose sight of its job to a retry: it fails the try for
+    good (:mod:`airflow_provider_pathways.operators.connection_to_fix`)."""
+
+
+#: The key of a trigger's ``error`` event that a :class:`ConnectionToFix` ended: the resumed task
+#: fails for good. (A task of an older version ignores the key and loses sight of the job, as it did.)
+CONNECTION_TO_FIX = "connection_to_fix"
+
+
 @dataclass
 class OutageWindow:
     """

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,6 +82,7 @@ SERVICE_FIXTURES = frozenset(
     {
         "slurm_cluster",
         "slurm_cluster_version",
+        "slurm_cluster_without_accounting",
         "slurm",
         "sandbox",
         "gcs",
@@ -141,6 +143,18 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         standin.stop()
 
 
+@pytest.fixture
+def faults(kube: Any) -> Iterator[Any]:
+    """Inject API answers into the Kubernetes stand-in (``faults(status, count, verb)``); none is
+    left for the next test."""
+
+    def inject(status: int, count: int = 1, verb: str = "") -> None:
+        kube.control("faults", method="POST", status=status, count=count, verb=verb)
+
+    yield inject
+    kube.control("faults", method="POST", count=0, clear=1)
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster() -> dict[str, str]:
     """The sandbox Slurm cluster (started with sandbox/slurm/up.sh), wired as two Airflow connections.
@@ -177,7 +191,7 @@ def slurm_cluster_version(
 ) -> Iterator[dict[str, str]]:
     """The sandbox cluster of one Slurm version (each in turn) behind the ``slurm_rest`` and
     ``slurm_ssh`` connections for the test's length; its settings (``slurm_cli`` runs its commands)."""
-    from sandbox.slurm.cluster import airflow_connection, start_slurm_sandbox
+    from sandbox.slurm.cluster import start_slurm_sandbox
 
     settings = slurm_cluster if request.param == slurm_cluster.get("SLURM_SANDBOX_VERSION", "22.05") else None
     if settings is None:
@@ -185,6 +199,14 @@ def slurm_cluster_version(
             settings = start_slurm_sandbox(timeout=900, version=request.param)
         except RuntimeError as err:
             pytest.fail(str(err))
+    yield from _behind_the_slurm_connections(settings)
+
+
+def _behind_the_slurm_connections(settings: dict[str, str]) -> Iterator[dict[str, str]]:
+    """Point ``slurm_rest`` and ``slurm_ssh`` at the cluster of ``settings`` while the generator is
+    suspended (a fixture's test); then restore them."""
+    from sandbox.slurm.cluster import airflow_connection
+
     saved = {name: os.environ.get(name) for name in ("AIRFLOW_CONN_SLURM_REST", "AIRFLOW_CONN_SLURM_SSH")}
     os.environ["AIRFLOW_CONN_SLURM_REST"] = airflow_connection(settings, "rest")
     os.environ["AIRFLOW_CONN_SLURM_SSH"] = airflow_connection(settings, "ssh")
@@ -196,6 +218,27 @@ def slurm_cluster_version(
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+#: The sandbox Slurm version without accounting (no slurmdbd): slurmctld forgets an ended job
+#: MinJobAge (30 s) after its end, and nobody can tell how it ended.
+FORGETFUL_VERSION = "26.05"
+
+
+@pytest.fixture
+def slurm_cluster_without_accounting() -> Iterator[dict[str, str]]:
+    """The sandbox cluster that keeps no accounting, behind the ``slurm_rest`` and ``slurm_ssh``
+    connections for the test's length; its settings (``slurm_cli`` runs its commands)."""
+    from sandbox.slurm.cluster import start_slurm_sandbox
+    from tests.environment import require_root
+
+    require_root("the Slurm sandbox needs root (it installs packages and starts daemons)")
+    try:
+        settings = start_slurm_sandbox(timeout=900, version=FORGETFUL_VERSION)
+    except RuntimeError as err:
+        pytest.fail(str(err))
+    assert settings.get("SLURM_SANDBOX_ACCOUNTING") != "1", settings.get("SLURM_SANDBOX_VERSION")
+    yield from _behind_the_slurm_connections(settings)
 
 
 EXAMPLE_BUCKET = "my-pathways-bucket"

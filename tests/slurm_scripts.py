@@ -9,11 +9,18 @@ from __future__ import annotations
 import re
 import shutil
 import socket
+import time
 import uuid
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from airflow_provider_pathways.hooks.slurm import SlurmHook
-from airflow_provider_pathways.slurm.service import ServiceCheck, ServiceProbe, check_pathways_service
+from airflow_provider_pathways.slurm.service import (
+    ServiceCheck,
+    ServiceProbe,
+    check_pathways_service,
+    may_be_service,
+)
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "sandbox" / "slurm" / "scripts"
 SHARED_CLUSTER_ENV = "~/pathways/cluster.env"  # where the published script always writes
@@ -34,6 +41,27 @@ def copy_service_scripts(settings: dict[str, str]) -> Path:
     return target
 
 
+def wait_until_alone(hook: SlurmHook, timeout: float = 180) -> None:
+    """Wait until no job of the cluster user that may be a Pathways service job (any job not marked
+    as another kind by this provider, whatever its name: an earlier test's service, or another test
+    run's jobs on this shared cluster) is active or ended within the last 2 s, so that a service
+    submitted now, as seed 002 publishes it, can tell its cluster.env and worker array as its own
+    (Slurm's times are whole seconds). After ``timeout`` it goes on: the test then says what was in
+    the way."""
+    deadline = time.monotonic() + timeout
+
+    def in_the_way() -> list[int]:
+        recent = datetime.now(timezone.utc) - timedelta(seconds=2)
+        return [
+            job.job_id
+            for job in hook.get_user_jobs()
+            if may_be_service(job) and (job.active or job.end_time is None or job.end_time >= recent)
+        ]
+
+    while in_the_way() and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
 def start_service(
     hook: SlurmHook,
     scripts: Path,
@@ -43,12 +71,18 @@ def start_service(
     min_slices: int = 2,
     max_slices: int = 2,
     leaves_workers: bool = False,
+    environment: dict[str, str] | None = None,
+    alone: bool | None = None,
 ) -> tuple[int, str]:
     """Submit the service script; (job id, the cluster.env it writes). The published script's
     file is removed first: one an earlier test's service wrote a moment ago would be within the
     clock slack of this job's start (whole seconds), so it would pass for fresh. ``leaves_workers``:
-    the script leaves its worker array running when it ends (nothing published promises more)."""
+    the script leaves its worker array running when it ends (nothing published promises more).
+    ``environment``: more variables for the script (``PATHWAYS_WORKER_PARTITION``, say). ``alone``
+    (default: ``published``): first :func:`wait_until_alone`."""
     own_path = str(scripts / f"cluster-{uuid.uuid4().hex[:8]}.env")
+    if published if alone is None else alone:
+        wait_until_alone(hook)
     if published:
         (scripts.parents[1] / "cluster.env").unlink(missing_ok=True)  # ~/pathways/cluster.env
     job_id = hook.submit_job(
@@ -65,6 +99,7 @@ def start_service(
             "PATHWAYS_AS_PUBLISHED": "1" if published else "0",
             "PATHWAYS_CLUSTER_ENV": own_path,
             "PATHWAYS_CANCEL_WORKERS_ON_EXIT": "0" if leaves_workers else "1",
+            **(environment or {}),
         },
     )
     return job_id, SHARED_CLUSTER_ENV if published else own_path

@@ -190,7 +190,7 @@ def judge_status(status: PathwaysJobStatus) -> JobJudgement:
         return JobJudgement.succeeded(status.message)
     if status.terminal:
         return JobJudgement.failed(status.failure or FailureClass.UNKNOWN, status.message)
-    return JobJudgement.active(status.progress())
+    return JobJudgement.active(status.progress(), suspended=status.phase is Phase.SUSPENDED)
 
 
 def observe_status(

@@ -130,11 +130,38 @@ class WatchExpired(Exception):
     """The server no longer has the requested resourceVersion (410 Gone)."""
 
 
+#: A watch stream cut by its peer this soon after it opened, before it delivered any event, is not
+#: reopened at once: the reopened watch did not really work (client-go's reflector calls that a "very
+#: short watch" and backs off: ``tools/cache/reflector.go``, ``watchHandler``).
+VERY_SHORT_WATCH_SECONDS = 1.0
+
+
+def is_cut(err: BaseException) -> bool:
+    """A watch stream cut by its peer mid-stream: the connection reset, or closed (EOF) before the
+    chunked body's end (a load balancer or proxy cutting a long request, an API server instance
+    going away). Reopening the watch is the answer, not an outage."""
+    return isinstance(
+        err,
+        (
+            aiohttp.ClientPayloadError,
+            aiohttp.ServerDisconnectedError,
+            ConnectionResetError,
+            asyncio.IncompleteReadError,
+        ),
+    )
+
+
 class WatchStream:
     """One open watch request on one custom resource, filtered to one object name."""
 
     def __init__(self, response: ClientResponse) -> None:
         self.response = response
+        self.opened = time.monotonic()
+        self.events = 0
+
+    def very_short(self) -> bool:
+        """Whether it ended less than :data:`VERY_SHORT_WATCH_SECONDS` after it opened, with no event."""
+        return self.events == 0 and time.monotonic() - self.opened < VERY_SHORT_WATCH_SECONDS
 
     async def next_event(self) -> dict[str, Any] | None:
         """The next event, or None when the server closed the stream."""
@@ -143,6 +170,7 @@ class WatchStream:
             if not line:
                 return None
             if line.strip():
+                self.events += 1
                 event = json.loads(line)
                 if event.get("type") == "ERROR":
                     code = (event.get("object") or {}).get("code")
@@ -259,10 +287,13 @@ class JobWatch:
                 except WatchExpired:
                     self.needs_list = True
                     return
-                except Exception:
+                except Exception as err:
+                    stream = self.streams.get(plural)
                     self._close(plural)
+                    if is_cut(err) and stream is not None and not stream.very_short():
+                        continue  # cut by its peer: reopened at once from the last version, no outage
                     raise
-                if event is None:  # server timeout or dropped connection: resume from the last version
+                if event is None:  # the server ended it (timeoutSeconds): resume from the last version
                     self._close(plural)
                     continue
                 obj = event.get("object") or {}

@@ -27,6 +27,8 @@ from airflow.providers.common.compat.sdk import AirflowNotFoundException
 from asgiref.sync import sync_to_async
 from kubernetes_asyncio import client as async_client
 
+from airflow_provider_pathways.transient import ConnectionToFix
+
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
     from kubernetes import client as sync_client
@@ -42,8 +44,10 @@ KUBECONFIG_FIELDS = ("in_cluster", "kube_config_path", "kube_config")
 INSTALL_GOOGLE = "pip install 'airflow-provider-pathways[google]'"
 
 
-class GkeConnectionError(RuntimeError):
-    """The connection cannot reach its cluster with its Google identity (never worth a retry)."""
+class GkeConnectionError(ConnectionToFix, RuntimeError):
+    """The connection cannot reach its cluster with its Google identity (never worth a retry: its
+    message says what to fix). Met during a wait (the credentials refused a new token mid-wait), it
+    fails the try for good."""
 
 
 class GoogleTokenUnavailable(ConnectionError):

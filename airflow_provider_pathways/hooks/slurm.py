@@ -293,6 +293,11 @@ class SlurmHook(BaseHook):
         records = await transport.jobs_named(name)
         return sorted(records, key=lambda j: (j.array_job_id or j.job_id, j.array_task_id or 0, j.job_id))
 
+    @staticmethod
+    async def _user_jobs(transport: SlurmTransport) -> list[SlurmJob]:
+        records = await transport.user_jobs()
+        return sorted(records, key=lambda j: (j.array_job_id or j.job_id, j.array_task_id or 0, j.job_id))
+
     async def _cancel(self, transport: SlurmTransport, job_id: int) -> bool:
         records = await transport.jobs(job_id)
         if not records or all(job.terminal for job in records):
@@ -364,6 +369,12 @@ class SlurmHook(BaseHook):
         job id. Ended jobs drop out ``MinJobAge`` after their end."""
         return self._run(lambda t: self._jobs_named(t, name))
 
+    def get_user_jobs(self) -> list[SlurmJob]:
+        """Every job and array task of the connection's user that slurmctld still knows, whatever
+        its name (one listing: slurmrestd's job list, or ``squeue -u`` over SSH), sorted by job id.
+        Ended jobs drop out ``MinJobAge`` after their end."""
+        return self._run(self._user_jobs)
+
     def set_job_comment(self, job_id: int, comment: str) -> None:
         """Replace the job's comment (``scontrol update JobId=<id> Comment=...``, or slurmrestd's job
         update): the provider's own marks of which task instance and try follow the job."""
@@ -420,6 +431,10 @@ class SlurmHook(BaseHook):
     async def a_get_jobs_named(self, name: str) -> list[SlurmJob]:
         """Async :meth:`get_jobs_named`."""
         return await self._a_call(lambda t: self._jobs_named(t, name))
+
+    async def a_get_user_jobs(self) -> list[SlurmJob]:
+        """Async :meth:`get_user_jobs`."""
+        return await self._a_call(self._user_jobs)
 
     async def a_cancel_job(self, job_id: int) -> bool:
         """Async :meth:`cancel_job`."""

@@ -357,16 +357,25 @@ class RestTransport:
     async def jobs_named(self, name: str) -> list[SlurmJob]:
         """``GET /slurm/vX/jobs`` (no version filters by user or name) narrowed to the login user's
         records with that name before they are read."""
+        return await self._user_records(f"list the jobs named {name!r}", name)
+
+    async def user_jobs(self) -> list[SlurmJob]:
+        """``GET /slurm/vX/jobs`` narrowed to the login user's records before they are read."""
+        return await self._user_records("list the jobs of the connection's user")
+
+    async def _user_records(self, what: str, name: str | None = None) -> list[SlurmJob]:
         version = await self.api_version()
         status, payload = await self._request("GET", f"/slurm/{version}/jobs")
         errors = payload.get("errors") if isinstance(payload, Mapping) else None
         if status != 200 or not isinstance(payload, Mapping) or errors:
-            raise await self._error(f"list the jobs named {name!r}", status, payload)
+            raise await self._error(what, status, payload)
         login = self._settings.login
         records = [
             record
             for record in payload.get("jobs") or []
-            if isinstance(record, Mapping) and record.get("name") == name and record.get("user_name") == login
+            if isinstance(record, Mapping)
+            and record.get("user_name") == login
+            and (name is None or record.get("name") == name)
         ]
         return jobs_from_rest({"jobs": records})
 

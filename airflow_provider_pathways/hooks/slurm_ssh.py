@@ -318,19 +318,27 @@ class SshTransport:
     async def jobs_named(self, name: str) -> list[SlurmJob]:
         """``squeue -u LOGIN -n NAME`` for the (array) job ids, then ``scontrol -o show job`` for each
         (every task of an array); records that ended in between are simply absent."""
+        records = await self._user_records(["-n", name], f"squeue -n {name}")
+        # squeue splits -n at commas: keep only this exact name.
+        return [job for job in records if job.name == name]
+
+    async def user_jobs(self) -> list[SlurmJob]:
+        """``squeue -u LOGIN`` for the (array) job ids, then ``scontrol -o show job`` for each."""
+        return await self._user_records([], "squeue -u")
+
+    async def _user_records(self, narrow: list[str], what: str) -> list[SlurmJob]:
         login = self._settings.login
-        command = shlex.join([self._cmd("squeue"), "-h", "-t", "all", "-u", login, "-n", name, "-o", "%F"])
+        command = shlex.join([self._cmd("squeue"), "-h", "-t", "all", "-u", login, *narrow, "-o", "%F"])
         status, out, err = await self.session.run(command)
         if status != 0:
             raise SlurmCommandError(
-                f"squeue -n {name} failed on {self.session.address} (exit {status}): {err.strip()}",
+                f"{what} failed on {self.session.address} (exit {status}): {err.strip()}",
                 exit_status=status,
                 stderr=err,
             )
         ids = sorted({int(word) for word in out.split() if word.isdigit()})
         records = [job for job_id in ids for job in await self.jobs(job_id)]
-        # squeue splits -n at commas: keep only this exact name (and user).
-        return [job for job in records if job.name == name and job.user in (None, login)]
+        return [job for job in records if job.user in (None, login)]
 
     async def accounting_jobs(self, job_id: int) -> list[SlurmJob] | None:
         """``sacct -D`` (every attempt of a requeued job, no ``-X``: the first attempt reads

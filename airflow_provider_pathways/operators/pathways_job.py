@@ -77,6 +77,7 @@ from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.operators.usage import MeasuredPathwaysJob
 from airflow_provider_pathways.outcomes import JobJudgement, KeptJob, Verdict
 from airflow_provider_pathways.transient import (
+    CONNECTION_TO_FIX,
     DEFAULT_OUTAGE_TOLERANCE,
     describe_error,
     validate_outage_tolerance,
@@ -168,6 +169,19 @@ class FollowedJob:
         self._status = status
         return judge_status(status)
 
+    def own_job(self) -> JobRef:
+        """The job this task instance follows when nothing the try was resumed with names it (the
+        scheduler's trigger timeout drops the deferral's arguments): its job that has not ended,
+        found by its owner labels, else the one of the spec's name (perhaps gone)."""
+        namespace, owner = self.spec.namespace or "", self._owner()
+        refs = self.hook.owned_jobs(namespace, owner)
+        for ref in refs:
+            status = self.hook.get_status(ref.name, ref.namespace, self.options_for(ref))
+            if judge_status(status).verdict is Verdict.ACTIVE:
+                return ref
+        named = [ref for ref in refs if ref.name == self.spec.name]
+        return named[0] if named else JobRef(self.spec.name or "", namespace, self.kind)
+
     def follow_mark(self) -> None:
         """Mark the job as followed by this try: an older try's kill or timeout leaves it alone."""
         if self._try_number is not None:
@@ -218,6 +232,22 @@ class FollowedJob:
         self._job = JobRef.of(created, self.kind)
         self.log.info("Created %s (uid %s)", self._job, self._job.uid)
         return self._job.to_id()
+
+    def submission_may_have_gone_out(self, error: BaseException) -> bool:
+        from airflow_provider_pathways.hooks.kubernetes import is_transient
+
+        return is_transient(error)
+
+    def end_unclaimed_jobs(self, context: Context) -> list[str]:
+        """Delete the task instance's jobs that have not ended, found by its owner labels."""
+        ended: list[str] = []
+        for ref in self.hook.owned_jobs(self.spec.namespace or "", self._owner()):
+            status = self.hook.get_status(ref.name, ref.namespace, self.options_for(ref))
+            if judge_status(status).verdict is Verdict.ACTIVE:
+                self._job = ref
+                if self.release("its submission's answer was lost, and no retry follows") is Release.DELETE:
+                    ended.append(str(ref))
+        return ended
 
     def show_manifest(
         self, context: Context | None, manifest: Mapping[str, Any], title: str, *, dry_run: bool
@@ -626,6 +656,7 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
         self.follow_mark()
         self._push_identity(context)
         if self.wait_until == WaitUntil.CREATED.value:
+            self.leave_running(context)
             return self._result(self.job_status())
         deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
@@ -740,10 +771,18 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
         if self._job is None:  # kept before this try deferred; without a task_state_store, every
             # event of the trigger names the job it followed
             self._job = JobRef.from_id(event.get("followed"), self.kind)
+        if self._job is None and event.get("status") == "timeout":  # nothing of the deferral came back
+            self._job = self.own_job()
         seen = PathwaysJobStatus.from_dict(event["job"]) if isinstance(event.get("job"), dict) else None
         self._status = seen or self._status  # the last status the trigger saw
         if event.get("status") == "queue_timeout" and seen is not None:
             self._give_up_queued(context, seen)
+        if event.get("status") == "error" and event.get(CONNECTION_TO_FIX):
+            # e.g. the credentials got no new token in the triggerer: the try fails for good, as polling
+            from airflow_provider_pathways.hooks.kubernetes_google import GkeConnectionError
+            from airflow_provider_pathways.operators.connection_to_fix import fail_for_good
+
+            fail_for_good(self, context, GkeConnectionError(event.get("message") or f"{event!r}"))
         self.check_trigger_event(context, event)
         if event.get("status") != "done":
             raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
@@ -791,23 +830,27 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
                 self.remember_outcome(context, Verdict.SUCCEEDED, status.to_dict())
                 if "success" in self.delete_on:
                     self._clean_up("succeeded")
+            else:  # ready, or created: it goes on serving after the task
+                self.leave_running(context)
             return self._result(status)
         early = ended_before_ready(status, self.wait_until)
         failure = status.failure or FailureClass.UNKNOWN
         reason = "ended before it was ready" if early else f"failed: {failure.value}"
-        released = None
-        if "failure" in self.delete_on:  # a retry submits a fresh job
-            released = self._clean_up(reason, forget=context)
-        if released is None:  # kept: a new try judges it again, and never stops at this reported failure
-            self.remember_outcome(context, Verdict.FAILED)
-        if early:
-            raise AirflowFailException(early)
-        raise PathwaysJobFailed.for_class(
+        error = AirflowFailException(early) if early else PathwaysJobFailed.for_class(
             failure,
             f"{status.namespace}/{status.name}: {status.message or status.phase.value}",
             job=status.name,
             exit_code=status.exit_code,
-        )
+        )  # fmt: skip
+        released = None
+        if "failure" in self.delete_on:  # a retry submits a fresh job
+            released = self._clean_up(reason, forget=context)
+        elif status.phase is Phase.SUSPENDED and not self._will_retry(context, error):
+            # the last try: once resumed it would run with nobody watching
+            released = self._clean_up("suspended, and no retry follows", forget=context)
+        if released is None:  # kept: a new try judges it again, and never stops at this reported failure
+            self.remember_outcome(context, Verdict.FAILED)
+        raise error
 
     def end_killed_job(self) -> None:
         """Delete the job of a killed try (always while queued), as its owner."""

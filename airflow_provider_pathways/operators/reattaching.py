@@ -112,8 +112,10 @@ class ReattachingJobOperator(BaseOperator):
     _gave_up = False
 
     def time_out(self, context: Context, reason: str | None) -> NoReturn:
-        """The wait reached a time limit (``reason``): :meth:`give_up`, and let no kill follow."""
+        """The wait reached a time limit (``reason``): :meth:`give_up`, and let no kill follow. A job
+        that giving up keeps is left running (:meth:`leave_running`)."""
         self._gave_up = True
+        self.leave_running(context)
         self.give_up(context, reason)
 
     def on_kill(self) -> None:
@@ -188,6 +190,27 @@ class ReattachingJobOperator(BaseOperator):
         if event.get("status") == "error":
             self.lose_sight(context, event.get("message") or f"unexpected trigger event {event!r}")
 
+    def pre_execute(self, context: Context) -> Any:
+        """Before the try runs: on Airflow 2, a try that resumes from its deferral at its
+        ``execution_timeout`` gives up on its job here, as the trigger's timeout event does
+        (:meth:`give_up` through the operator's ``execute_complete``: delete or cancel per the failure
+        policy, ``AirflowTaskTimeout``). Airflow 2 would fail it before its resume method runs, and
+        then call :meth:`on_kill` on an operator that knows no job, whether the trigger's timeout
+        event or the scheduler's trigger timeout (``__fail__``) resumed it
+        (:func:`~airflow_provider_pathways.airflow_features.resumed_at_execution_timeout`)."""
+        from airflow_provider_pathways.airflow_features import resumed_at_execution_timeout
+
+        result = super().pre_execute(context)
+        resumption = resumed_at_execution_timeout(context, self.execution_timeout)
+        if resumption is not None:
+            self.log.warning(
+                "The task's execution_timeout (%s) passed while it was deferred; giving up on its job "
+                "as the trigger's timeout does",
+                self.execution_timeout,
+            )
+            self.execute_complete(context, **resumption)  # type: ignore[attr-defined]
+        return result
+
     def log_tail(self, title: str, tail: str) -> None:
         """Copy the end of the job's output into the task log under ``title``, one ``  |`` line each."""
         if tail.strip():
@@ -217,8 +240,10 @@ class ReattachingJobOperator(BaseOperator):
         if external_id is None:
             note = ""
         elif self._will_retry(context, PathwaysWatchLost(message)):
+            self.leave_running(context)
             note = f"; {self.describe_job(external_id)} is kept, and the next try reattaches to it"
         elif not self.discards_when_giving_up():
+            self.leave_running(context)
             note = f"; {self.describe_job(external_id)} is left running, as the task's cleanup policy says"
         else:
             try:
@@ -279,6 +304,10 @@ class ReattachingJobOperator(BaseOperator):
                 if isinstance(err, AirflowException):
                     raise
                 if not is_transient(err):
+                    from airflow_provider_pathways.operators import connection_to_fix
+
+                    # e.g. the credentials refused: no try gets past it, the try fails for good
+                    connection_to_fix.fail_if_connection_to_fix(self, context, err)
                     self.lose_sight(
                         context, f"reading the job from {service} failed: {describe_error(err)}", err
                     )
@@ -314,7 +343,15 @@ class ReattachingJobOperator(BaseOperator):
         try:
             return self._run_job(context)
         except AirflowTaskTimeout:
-            if self._gave_up or self._following is None:
+            if self._gave_up:
+                raise
+            if self._following is None:  # struck while submitting: a job may have been made
+                self._gave_up = True
+                if self.discards_when_giving_up():
+                    self.clean_up("end the job of a submission the timeout cut", lambda: self.log.info(
+                        "Ended after the timeout cut its submission: %s",
+                        ", ".join(self.end_unclaimed_jobs(context)) or "nothing was made",
+                    ))  # fmt: skip
                 raise
             self.time_out(context, "execution_timeout")
 
@@ -361,10 +398,52 @@ class ReattachingJobOperator(BaseOperator):
                 self._keep(context, KeptJob(adopted))
                 metrics.emit(metrics.TRIES_REPLACED, 1, self.metric_tags(context))
                 return self._follow(adopted, context)
-        external_id = self.submit_job(context)
+        external_id = self._submit(context)
         if external_id is not None:
             self._keep(context, KeptJob(external_id))
         return self._follow(external_id, context)
+
+    def _submit(self, context: Context) -> JsonValue:
+        """:meth:`submit_job`. When its answer is lost on the way (the cluster may have made the
+        job: :meth:`submission_may_have_gone_out`), the try loses sight of a job it cannot name:
+        :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried like an
+        infrastructure failure, and the retry finds the job by its marks and follows it; the last
+        try ends what it finds (:meth:`end_unclaimed_jobs`), so that nothing runs unwatched."""
+        try:
+            return self.submit_job(context)
+        except AirflowException:
+            raise
+        except Exception as err:
+            if not self.submission_may_have_gone_out(err):
+                raise
+            message = (
+                f"the answer to the submission was lost ({describe_error(err)}), so the job may have "
+                "been made"
+            )
+            if self._will_retry(context, PathwaysWatchLost(message)):
+                note = "; the next try finds it, if it was made, and follows it"
+            else:
+                try:
+                    ended = self.end_unclaimed_jobs(context)
+                except Exception as cleanup_error:
+                    note = (
+                        f"; finding it to end it failed too ({describe_error(cleanup_error)}): it may "
+                        "be running, end it by hand"
+                    )
+                else:
+                    found = ", ".join(ended) if ended else "no job of this task instance was found"
+                    note = f"; this was the last try, so what it made was ended: {found}"
+            raise PathwaysWatchLost(f"{message}{note}") from err
+
+    def submission_may_have_gone_out(self, error: BaseException) -> bool:
+        """Whether ``error``, raised by :meth:`submit_job`, leaves open that the cluster made the job
+        (a lost connection, a timeout, a server error): not a refusal."""
+        return False
+
+    def end_unclaimed_jobs(self, context: Context) -> list[str]:
+        """Delete or cancel the active jobs of this task instance that no try kept (found by their
+        marks); what was ended, as users name it."""
+        return []
 
     def _keep(self, context: Context, kept: KeptJob) -> None:
         """Keep the job this try follows, with the task instance's ``max_tries`` of now."""
@@ -387,7 +466,7 @@ class ReattachingJobOperator(BaseOperator):
         detail = f": {judgement.message}" if judgement.message else ""
         if action is ReattachAction.FOLLOW:
             self.log.info("Reattaching to %s, submitted by an earlier try%s", job, detail)
-            if kept.reported is not None or cleared:  # it runs again: nothing reported yet
+            if kept.reported is not None or cleared or kept.left_running:  # followed again: unmarked
                 self._keep(context, KeptJob(stored))
             metrics.emit(metrics.TRIES_REPLACED, 1, self.metric_tags(context))
             return self._follow(stored, context)
@@ -430,9 +509,17 @@ class ReattachingJobOperator(BaseOperator):
             )
             return _SUBMIT
         if action is ReattachAction.REPLACE:
-            self.log.warning(
-                "%s ended (%s) after an earlier try ended%s; submitting a fresh job", job, failure, detail
-            )
+            if judgement.suspended:
+                self.log.warning(
+                    "%s is still suspended, and an earlier try failed on that suspension; deleting or "
+                    "cancelling it and submitting a fresh job",
+                    job,
+                )
+                failure = "suspension"
+            else:
+                self.log.warning(
+                    "%s ended (%s) after an earlier try ended%s; submitting a fresh job", job, failure, detail
+                )
             self.discard_job(stored, f"replaced after {failure}", wait=True)
             self.forget_job(context)
             return _SUBMIT
@@ -452,6 +539,21 @@ class ReattachingJobOperator(BaseOperator):
             if stored is not None:
                 kept = KeptJob.from_stored(stored).reporting(verdict, outcome)
                 store.set(self.external_id_key, kept.to_stored())
+
+    def leave_running(self, context: Context | None) -> None:
+        """Mark the kept job as left running by a try that ended (its wait is over, or it lost
+        sight of the job or gave up on it and kept it): a clear of the task then kills no try that
+        follows it, and the cleared try follows the job instead of ending it
+        (:attr:`~airflow_provider_pathways.outcomes.KeptJob.left_running`)."""
+        store = context.get("task_state_store") if context is not None else None
+        if store is None:
+            return
+        with contextlib.suppress(Exception):  # best effort; without it a clear ends the job
+            stored = store.get(self.external_id_key)
+            if stored is not None:
+                store.set(
+                    self.external_id_key, replace(KeptJob.from_stored(stored), left_running=True).to_stored()
+                )
 
     def forget_job(self, context: Context | None) -> None:
         """Drop the kept job id: the next try submits a fresh job."""

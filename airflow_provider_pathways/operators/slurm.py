@@ -16,7 +16,7 @@ from airflow_provider_pathways.lineage import PathwaysRun
 from airflow_provider_pathways.operators.reattaching import Deadline
 from airflow_provider_pathways.operators.submitted import placeholder_context
 from airflow_provider_pathways.outcomes import JobJudgement, Verdict
-from airflow_provider_pathways.slurm.job import SlurmJob
+from airflow_provider_pathways.slurm.job import SERVICE_ROLE, SlurmJob
 from airflow_provider_pathways.slurm.outcome import (
     DEFAULT_HOLD_TIMEOUT,
     DEFAULT_MAX_REQUEUES,
@@ -83,7 +83,7 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
     :param worker_job_name: the worker array's job name, to find it when ``cluster.env`` does not
         name it (default ``run_worker_slice.sh``: sbatch names a job after its script file).
     :param cancel_on_kill: cancel the service job and its worker array when the task is killed
-        or its wait times out.
+        or its wait times out (never an array another service job of the user may have submitted).
     :param requeue: whether Slurm may requeue the service job (``--requeue``/``--no-requeue``);
         default: the cluster's ``JobRequeue``.
     :param preemption_retries: retries for preemption and infrastructure failures when the DAG
@@ -106,6 +106,7 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         *SlurmJobBaseOperator.template_fields,
     )
     waiting_for = "ready"
+    job_role = SERVICE_ROLE
 
     def __init__(
         self,
@@ -518,6 +519,11 @@ class SlurmJobOperator(SlurmJobBaseOperator):
             return self.finish_job(context, self._job_id, (job, "", stuck))
         return self.finish_job(context, self._job_id, (job, event.get("message") or "", None))
 
+    def recall_outcome(self, outcome: JsonValue) -> Observation | None:
+        """The job as the try that reported its success saw it (kept by :meth:`finish_job`): a
+        cleared task reports it again, with the same XComs, even once slurmctld forgot the job."""
+        return (SlurmJob.from_dict(outcome), "", None) if isinstance(outcome, dict) else None
+
     def _output_tail(self, job: SlurmJob) -> str:
         if not self.log_tail_lines or not job.std_out:
             return ""
@@ -543,8 +549,11 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         if judgement.verdict is not Verdict.ACTIVE:
             self.report_job(context, job, preempted=judgement.failure is FailureClass.PREEMPTED)
         self.log_tail(f"Last lines of the output of Slurm job {job_id} ({job.std_out}):", tail)
+        context["ti"].xcom_push(key="job_id", value=job_id)  # also when no wait of this try pushed it
         context["ti"].xcom_push(key="job", value=job.to_dict())
         if judgement.verdict is Verdict.SUCCEEDED:
+            # a cleared task reports it again from this, also once the cluster forgot the job
+            self.remember_outcome(context, Verdict.SUCCEEDED, job.to_dict())
             return {"job_id": job_id, "state": job.state, "exit_code": job.exit_code, "reason": job.reason}
         if judgement.verdict is Verdict.ACTIVE:
             raise AirflowException(f"Slurm job {job_id} has not ended: {judgement.message}")
@@ -576,8 +585,9 @@ class CancelSlurmJobOperator(BaseOperator):
 
     Meant as a teardown task (``.as_teardown()``). The worker array is found from
     ``worker_array_job_id``, or, with ``cluster_env_path``, from ``cluster.env`` when that file
-    belongs to the service job, or else as the array job named ``worker_job_name`` that a running
-    service job submitted (the rule of :class:`PathwaysSlurmServiceOperator`).
+    belongs to the service job, or else as the array jobs named ``worker_job_name`` that only the
+    service jobs cancelled can have submitted: no other job of the Slurm user that may be a service
+    job, whatever its name, ran then (the rule of :class:`PathwaysSlurmServiceOperator`).
 
     :param job_ids: one id or several (templated; e.g. the service operator's XCom).
     :param worker_array_job_id: the service's worker array, if known.

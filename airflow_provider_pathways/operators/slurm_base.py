@@ -28,12 +28,14 @@ from airflow_provider_pathways.operators.submitted import (
     show_submission,
 )
 from airflow_provider_pathways.operators.template_values import rendered_mapping
-from airflow_provider_pathways.outcomes import JobJudgement, Verdict
+from airflow_provider_pathways.outcomes import JobJudgement, KeptJob, Verdict
 from airflow_provider_pathways.slurm.errors import SlurmJobLost, is_transient
 from airflow_provider_pathways.slurm.job import (
+    JOB_ROLE,
     followed_by_try,
     following_comment,
     is_marked,
+    marked_comment,
     task_instance_marker,
 )
 from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
@@ -71,6 +73,10 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
     _running_slices: int | None = None
     _preemptions: int | None = None
     left_behind = "it may still be running: cancel it with CancelSlurmJobOperator or scancel"
+    #: The role the job's comment gives it after the task instance's marker (``role=job``; the
+    #: Pathways service's is ``role=pathways-service``): a job of this provider that is not a
+    #: Pathways service is never taken for another service's rival (docs/sensors/cluster_env.rst).
+    job_role: str = JOB_ROLE
     #: What every Slurm job operator templates (subclasses add their own).
     template_fields: Sequence[str] = (
         "script",
@@ -189,7 +195,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             script=self.script,
             script_path=self.script_path,
             job_name=self.submitted_job_name(context),
-            comment=self.marker(context),
+            comment=marked_comment(self.marker(context), self.job_role),
             partition=self.partition,
             account=self.account,
             qos=self.qos,
@@ -271,13 +277,42 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         slurmrestd a listing is every job of the cluster."""
         if (getattr(context["ti"], "try_number", 1) or 1) <= 1:
             return None
+        found = [job for job in self.marked_jobs(context) if job.active]
+        return max(job.job_id for job in found) if found else None
+
+    def submission_may_have_gone_out(self, error: BaseException) -> bool:
+        return is_transient(error)
+
+    def end_unclaimed_jobs(self, context: Context) -> list[str]:
+        """Cancel the task instance's active jobs, found by its marker."""
+        ended: list[str] = []
+        for job in self.marked_jobs(context):
+            if job.active:
+                self._job_id = job.job_id
+                self._cancel("its submission's answer was lost, and no retry follows")
+                ended.append(self.describe_job(job.job_id))
+        return ended
+
+    def marked_jobs(self, context: Context) -> list[SlurmJob]:
+        """The jobs of this name whose comment names this task instance (no array tasks), that
+        slurmctld still knows."""
         marker = self.marker(context)
-        found = [
+        return [
             job
             for job in self.hook.get_jobs_named(self.submitted_job_name(context))
-            if is_marked(job.comment, marker) and job.active and job.array_task_id is None
+            if is_marked(job.comment, marker) and job.array_task_id is None
         ]
-        return max(job.job_id for job in found) if found else None
+
+    def own_job(self, context: Context) -> int | None:
+        """The job this task instance follows when nothing the try was resumed with names it (the
+        scheduler's trigger timeout drops the deferral's arguments): the kept one, else the newest of
+        its marked jobs, an active one first; None when none is found."""
+        store = context.get("task_state_store")
+        stored = store.get(self.external_id_key) if store is not None else None
+        if stored is not None:
+            return int(KeptJob.from_stored(stored).job)
+        found = sorted(self.marked_jobs(context), key=lambda job: (job.active, job.job_id))
+        return found[-1].job_id if found else None
 
     def judge_job(self, external_id: JsonValue, context: Context) -> JobJudgement | None:
         try:
@@ -385,7 +420,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         if try_number <= 1 or self._job_id is None:
             return
         try:
-            self.hook.set_job_comment(self._job_id, following_comment(marker, try_number))
+            self.hook.set_job_comment(self._job_id, following_comment(marker, try_number, self.job_role))
         except Exception as err:
             self.log.warning(
                 "Could not mark Slurm job %s as followed by try %s: %s",
@@ -458,7 +493,13 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         the event; both this task instance's own, also when it is mapped), timeouts and trigger
         errors."""
         self.start_try(context)
-        self._job_id = int(job_id if job_id is not None else event["job_id"])
+        if job_id is None:
+            job_id = event.get("job_id")
+        if job_id is None and event.get("status") == "timeout":  # nothing of the deferral came back
+            job_id = self.own_job(context)
+            if job_id is None:
+                self.log.warning("Found no Slurm job of this task instance to give up on")
+        self._job_id = int(job_id) if job_id is not None else None
         self.check_trigger_event(context, event)
 
     def _clean_up(self, reason: str) -> bool:

@@ -55,7 +55,8 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
     :param proxy_key: key (or keys, first present wins) holding the proxy address.
     :param min_slices: also require this many RUNNING worker array tasks.
     :param worker_array_job_id: the worker array's job id; default: read from ``cluster.env``, else
-        the array job named ``worker_job_name`` that the service job submitted.
+        the array job named ``worker_job_name`` that the service job submitted while no other job
+        of the Slurm user that may be a service job ran (any name; docs/sensors/cluster_env.rst).
     :param worker_job_name: the worker array's job name (default ``run_worker_slice.sh``: sbatch
         names a job after its script file).
     :param cluster_env_per_job: ``cluster_env_path`` is this service job's alone (its script was

@@ -207,10 +207,34 @@ def is_marked(comment: str | None, marker: str) -> bool:
     return comment is not None and (comment == marker or comment.startswith(marker + " "))
 
 
-def following_comment(marker: str, try_number: int) -> str:
+#: The role a submitted job's comment gives after the marker: the Pathways service job, or any
+#: other job (a workload). Jobs submitted otherwise, or by an earlier version of this provider, say
+#: none.
+SERVICE_ROLE = "pathways-service"
+JOB_ROLE = "job"
+
+
+def marked_comment(marker: str, role: str | None = None, try_number: int | None = None) -> str:
+    """``<marker>[ role=<role>][ try=<n>]``: the comment of a job the marker's task instance
+    submitted (``role``) and that try ``try_number`` of it follows."""
+    return " ".join(
+        [marker, *([f"role={role}"] if role else []), *([f"try={try_number}"] if try_number else [])]
+    )
+
+
+def following_comment(marker: str, try_number: int, role: str | None = None) -> str:
     """The comment of a job that try ``try_number`` of the marker's task instance follows: an older
-    try of it (superseded, then killed) leaves the job alone."""
-    return f"{marker} try={try_number}"
+    try of it (superseded, then killed) leaves the job alone. The job keeps its ``role``."""
+    return marked_comment(marker, role, try_number)
+
+
+def comment_role(comment: str | None) -> str | None:
+    """The role this provider gave a job it submitted (:data:`SERVICE_ROLE`, :data:`JOB_ROLE`), from
+    the job's comment; None for a job it did not mark with one."""
+    words = (comment or "").split()
+    if not words or not words[0].startswith(TASK_INSTANCE_MARKER):
+        return None
+    return next((word.removeprefix("role=") for word in words[1:] if word.startswith("role=")), None)
 
 
 def followed_by_try(comment: str | None, marker: str) -> int | None:

@@ -7,11 +7,14 @@ published: the proxy address key is configurable and defaults to the first of
 
 The service job writes the proxy address to ``~/pathways/cluster.env`` once ``MIN_SLICES`` slices
 run, and submits the workers as a job array of ``run_worker_slice.sh``; nothing names the service
-job in either. What Slurm does tell: a job runs as its submitter's user, is named after its script
-file unless given another name, and has a submit time; a service job has start and end times. A
-file or an array can only come from a service job that was running when it was written or
-submitted: when that is ours alone, it is ours; when another service job of the same user and name
-was running too, it cannot be told apart.
+job in either, and the file is one per Slurm user whatever the service job's name. What Slurm does
+tell: a job runs as its submitter's user, is named after its script file unless given another name,
+and has a submit time; a service job has start and end times (only its last run's, once requeued).
+A file or an array can only come from a service job of the same user that was running when it was
+written or submitted. Any job of the user that is not an array task may be such a service job,
+whatever its name, unless this provider submitted it as something else (its comment's role):
+when only ours ran, the file or array is ours; when another that may be a service ran too, it
+cannot be told apart, and nothing is taken (:data:`AMBIGUITY_FIX` says how to lift that).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from airflow_provider_pathways.slurm.job import SlurmJob
+from airflow_provider_pathways.slurm.job import JOB_ROLE, SlurmJob, comment_role
 
 DEFAULT_CLUSTER_ENV_PATH = "~/pathways/cluster.env"
 DEFAULT_PROXY_KEYS: tuple[str, ...] = ("PATHWAYS_PROXY_ADDRESS", "JAX_BACKEND_TARGET", "PATHWAYS_PROXY")
@@ -165,35 +168,61 @@ def count_running(tasks: Iterable[object]) -> int:
     return sum(1 for task in tasks if getattr(task, "state", None) == "RUNNING")
 
 
-#: What lifts the ambiguity, said with every message about it.
+#: What lifts the ambiguity, said with every message about it: the published script writes one
+#: ``~/pathways/cluster.env`` per Slurm user, so two service jobs of one user that overlap overwrite
+#: each other's file, whatever their names.
 AMBIGUITY_FIX = (
-    "run one service job of this name per Slurm user at a time (e.g. max_active_runs=1), or give "
-    "each its own cluster.env (cluster_env_variable, for a script that takes its path), or pass "
-    "worker_array_job_id"
+    "run one Pathways service job per Slurm user at a time (max_active_runs=1 for one DAG; a pool "
+    "with one slot for the service tasks of several DAGs), or give each service its own cluster.env "
+    "(cluster_env_variable, for a script that takes its path)"
 )
+#: And for the worker array: name it.
+ARRAY_AMBIGUITY_FIX = f"{AMBIGUITY_FIX}, or pass worker_array_job_id"
+
+
+def may_be_service(job: SlurmJob) -> bool:
+    """Whether ``job`` may be a Pathways service job: one that is not an array task (the service is
+    one job, its workers an array), unless this provider submitted it as another kind of job (the
+    role in its comment, :data:`~airflow_provider_pathways.slurm.job.JOB_ROLE`). Its name tells
+    nothing: a service job is named after its script unless given a name, by hand or by a DAG."""
+    return job.array_job_id is None and comment_role(job.comment) != JOB_ROLE
 
 
 def peer_services(service: SlurmJob, records: Iterable[SlurmJob]) -> list[SlurmJob]:
-    """The other service jobs: same user and name as ``service``, not arrays, not ``service``."""
+    """The other jobs of ``service``'s user, whatever their names, that may be Pathways service
+    jobs (:func:`may_be_service`)."""
     return [
         job
         for job in records
         if job.job_id != service.job_id
-        and job.array_job_id is None
-        and job.name == service.name
+        and may_be_service(job)
         and (service.user is None or job.user in (None, service.user))
     ]
 
 
-def running_at(job: SlurmJob, moment: datetime, slack: timedelta = CLOCK_SLACK) -> bool:
-    """The job may have been running at ``moment`` (its start and end, widened by ``slack``)."""
-    if job.start_time is None or job.start_time > moment + slack:
+def may_have_run_at(job: SlurmJob, moment: datetime, slack: timedelta = CLOCK_SLACK) -> bool:
+    """The job may have been running at ``moment`` (its start and end, widened by ``slack``). Of a
+    requeued job Slurm keeps only the last run's start: an earlier run may have been at any time
+    before its end."""
+    if job.end_time is not None and job.end_time < moment - slack:
         return False
-    return job.end_time is None or job.end_time >= moment - slack
+    if job.restarts > 0:
+        return True
+    return job.start_time is not None and job.start_time <= moment + slack
+
+
+def may_have_run_by(job: SlurmJob, moment: datetime) -> bool:
+    """The job may have been running at some time up to ``moment``."""
+    return job.restarts > 0 or (job.start_time is not None and job.start_time <= moment)
 
 
 def ids(jobs: Iterable[SlurmJob]) -> str:
     return ", ".join(str(job.job_id) for job in jobs)
+
+
+def rivals_phrase(jobs: Sequence[SlurmJob]) -> str:
+    """Who else may have written a file or submitted an array, for a message."""
+    return f"job(s) {ids(jobs)} of the same Slurm user, which may be Pathways service jobs too,"
 
 
 @dataclass(frozen=True)
@@ -203,47 +232,93 @@ class WorkerArrayMatch:
     array_job_id: int | None
     reason: str
     tasks: Sequence[SlurmJob] = field(default_factory=tuple)
-    #: Other service jobs that could have submitted the arrays found (then none is taken).
+    #: Other jobs that may be service jobs and could have submitted the arrays found (then none is
+    #: taken).
     rivals: Sequence[SlurmJob] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class WorkerArray:
+    """An array job of the user named like the worker array: its tasks and when it was submitted.
+    ``exact``: ``submitted`` is when; else every task was requeued since (a requeue resets a task's
+    submit time) and the array was submitted at the latest then."""
+
+    array_job_id: int
+    submitted: datetime
+    exact: bool
+    tasks: Sequence[SlurmJob]
+
+
+def worker_arrays(records: Iterable[SlurmJob], worker_job_name: str, user: str | None) -> list[WorkerArray]:
+    """The array jobs of ``user`` named ``worker_job_name`` among ``records``."""
+    arrays: dict[int, list[SlurmJob]] = {}
+    for job in records:
+        if job.array_job_id is None or job.name != worker_job_name:
+            continue
+        if user is not None and job.user not in (None, user):
+            continue
+        arrays.setdefault(job.array_job_id, []).append(job)
+    found = []
+    for array_id, tasks in sorted(arrays.items()):
+        first = [t.submit_time for t in tasks if t.submit_time is not None and t.restarts == 0]
+        latest = [t.submit_time for t in tasks if t.submit_time is not None]
+        if not latest:
+            continue
+        ordered = sorted(tasks, key=lambda t: t.array_task_id or 0)
+        found.append(WorkerArray(array_id, min(first or latest), bool(first), ordered))
+    return found
+
+
+def submitters(
+    services: Sequence[SlurmJob], peers: Sequence[SlurmJob], array: WorkerArray
+) -> tuple[list[SlurmJob], list[SlurmJob]]:
+    """Which of ``services`` could have submitted ``array`` (running since their last start when it
+    was submitted: a job is submitted by a job that runs), and which ``peers`` may have. When only
+    a bound of the submission is known, every peer that may have run by then may have."""
+    moment = array.submitted
+    ours = [
+        job
+        for job in services
+        if job.start_time is not None
+        and job.start_time <= moment
+        and (not array.exact or job.end_time is None or job.end_time >= moment)
+    ]
+    if array.exact:
+        rivals = [peer for peer in peers if may_have_run_at(peer, moment, slack=timedelta(0))]
+    else:
+        rivals = [peer for peer in peers if may_have_run_by(peer, moment)]
+    return ours, rivals
 
 
 def match_worker_array(
     service: SlurmJob, peers: Sequence[SlurmJob], records: Iterable[SlurmJob], worker_job_name: str
 ) -> WorkerArrayMatch:
     """The array ``service`` submitted: an array job of the same user named ``worker_job_name``,
-    submitted while ``service`` was running and no peer service job was. Several: the newest."""
-    started = service.start_time
-    if started is None:
+    submitted while ``service`` was running and no peer (:func:`peer_services`) may have been.
+    Several: the newest."""
+    if service.start_time is None:
         return WorkerArrayMatch(None, "the service job has not started yet")
-    arrays: dict[int, list[SlurmJob]] = {}
-    for job in records:
-        if job.array_job_id is None or job.name != worker_job_name:
-            continue
-        if service.user is not None and job.user not in (None, service.user):
-            continue
-        arrays.setdefault(job.array_job_id, []).append(job)
+    arrays = {array.array_job_id: array for array in worker_arrays(records, worker_job_name, service.user)}
     ours: list[tuple[datetime, int]] = []
     rivals: dict[int, SlurmJob] = {}
-    for array_id, tasks in arrays.items():
-        submitted = min((t.submit_time for t in tasks if t.submit_time is not None), default=None)
-        if submitted is None or submitted < started:
+    for array in arrays.values():
+        could, others = submitters([service], peers, array)
+        if not could:
             continue
-        could = [peer for peer in peers if running_at(peer, submitted, slack=timedelta(0))]
-        if could:
-            rivals.update((peer.job_id, peer) for peer in could)
+        if others:
+            rivals.update((peer.job_id, peer) for peer in others)
         else:
-            ours.append((submitted, array_id))
+            ours.append((array.submitted, array.array_job_id))
     if ours:
         array_id = max(ours)[1]
-        tasks = sorted(arrays[array_id], key=lambda t: t.array_task_id or 0)
+        tasks = arrays[array_id].tasks
         return WorkerArrayMatch(array_id, f"worker array {array_id} ({worker_job_name!r})", tasks)
     if rivals:
         found = sorted(rivals.values(), key=lambda j: j.job_id)
         return WorkerArrayMatch(
             None,
             f"cannot tell which worker array {worker_job_name!r} is service job {service.job_id}'s: "
-            f"service job(s) {ids(found)} of the same user and name ran when it was submitted; "
-            f"{AMBIGUITY_FIX}",
+            f"{rivals_phrase(found)} ran when it was submitted; {ARRAY_AMBIGUITY_FIX}",
             rivals=found,
         )
     return WorkerArrayMatch(
@@ -263,7 +338,7 @@ class SlurmReader(Protocol):
 
     async def a_stat_file(self, path: str) -> tuple[float, int] | None: ...
 
-    async def a_get_jobs_named(self, name: str) -> list[SlurmJob]: ...
+    async def a_get_user_jobs(self) -> list[SlurmJob]: ...
 
 
 @dataclass(frozen=True)
@@ -333,18 +408,17 @@ async def check_pathways_service(
     )
     if not readiness.ready or stat is None:
         return ServiceCheck(job, readiness)
-    peers = _Peers(hook, job)
+    user = _UserJobs(hook)
     if not probe.cluster_env_per_job and not readiness.values.get(probe.service_job_key, "").strip():
         written = datetime.fromtimestamp(stat[0], tz=timezone.utc)
-        writers = [peer for peer in await peers.get() if running_at(peer, written)]
+        writers = [peer for peer in peer_services(job, await user.jobs()) if may_have_run_at(peer, written)]
         if writers:
             return ServiceCheck(
                 job,
                 Readiness(
                     False,
-                    f"cannot tell whose {probe.cluster_env_path} this is: it names no service "
-                    f"job and service job(s) {ids(writers)} of the same user and name ran when it was "
-                    f"written; {AMBIGUITY_FIX}",
+                    f"cannot tell whose {probe.cluster_env_path} this is: it names no service job, "
+                    f"and {rivals_phrase(writers)} ran when it was written; {AMBIGUITY_FIX}",
                 ),
             )
     array_id = probe.worker_array_job_id or worker_array_id(readiness.values, probe.worker_array_key)
@@ -353,8 +427,8 @@ async def check_pathways_service(
     if array_id is not None:
         tasks = await hook.a_get_array_tasks(array_id)
     else:
-        records = await hook.a_get_jobs_named(probe.worker_job_name)
-        match = match_worker_array(job, await peers.get(), records, probe.worker_job_name)
+        records = await user.jobs()
+        match = match_worker_array(job, peer_services(job, records), records, probe.worker_job_name)
         if match.array_job_id is None:
             return ServiceCheck(job, Readiness(False, match.reason, values=readiness.values))
         array_id, tasks = match.array_job_id, list(match.tasks)
@@ -371,26 +445,44 @@ async def check_pathways_service(
     )
 
 
-class _Peers:
-    """The other service jobs of the same user and name, listed once per look."""
+class _UserJobs:
+    """The jobs of the connection's user, listed at most once per look."""
 
-    def __init__(self, hook: SlurmReader, service: SlurmJob) -> None:
+    def __init__(self, hook: SlurmReader) -> None:
         self._hook = hook
-        self._service = service
         self._jobs: list[SlurmJob] | None = None
 
-    async def get(self) -> list[SlurmJob]:
+    async def jobs(self) -> list[SlurmJob]:
         if self._jobs is None:
-            records = await self._hook.a_get_jobs_named(self._service.name) if self._service.name else []
-            self._jobs = peer_services(self._service, records)
+            self._jobs = await self._hook.a_get_user_jobs()
         return self._jobs
+
+
+def attributed_worker_arrays(
+    services: Sequence[SlurmJob], records: Sequence[SlurmJob], worker_job_name: str
+) -> list[int]:
+    """Every array job named ``worker_job_name`` that one of ``services`` (of one user) submitted
+    while it ran and no other job of the user that may be a service job may have run: what
+    cancelling them may cancel. An array another service job may have submitted stays."""
+    if not services:
+        return []
+    chosen = {job.job_id for job in services}
+    others = [peer for peer in peer_services(services[0], records) if peer.job_id not in chosen]
+    found = []
+    for array in worker_arrays(records, worker_job_name, services[0].user):
+        could, rivals = submitters(services, others, array)
+        if could and not rivals:
+            found.append(array.array_job_id)
+    return found
 
 
 async def service_worker_arrays(
     hook: SlurmReader, service_job_ids: Sequence[int], probe: ServiceProbe = ServiceProbe()
 ) -> list[int]:
-    """The worker arrays of these service jobs: the probe's id, else the one ``cluster.env`` names
-    when that file belongs to one of them, else each running service job's array found by name."""
+    """The worker arrays of these service jobs, for cancelling them with the jobs: the probe's id,
+    else the one ``cluster.env`` names when that file belongs to one of them, else the arrays found
+    in Slurm that only they can have submitted (:func:`attributed_worker_arrays`); never one that
+    another service job of the user may have submitted."""
     if probe.worker_array_job_id:
         return [probe.worker_array_job_id]
 
@@ -403,26 +495,20 @@ async def service_worker_arrays(
             return worker_array_id(values, probe.worker_array_key)
         return None
 
-    # Reads that do not depend on each other go at once (a killed task has seconds): the file and
-    # the service jobs, then the listings the attribution needs.
-    named, jobs = await asyncio.gather(
-        named_in_cluster_env(), asyncio.gather(*(hook.a_get_job(job_id) for job_id in service_job_ids))
+    async def service_jobs() -> list[SlurmJob | None]:
+        return list(await asyncio.gather(*(hook.a_get_job(job_id) for job_id in service_job_ids)))
+
+    # Reads that do not depend on each other go at once (a killed task has seconds): the file, the
+    # service jobs and the user's jobs (needed only when the file names no array; a file that cannot
+    # be read or parsed names none).
+    named, jobs, records = await asyncio.gather(
+        named_in_cluster_env(), service_jobs(), hook.a_get_user_jobs(), return_exceptions=True
     )
-    if named:
+    if isinstance(named, int):
         return [named]
-    running = [job for job in jobs if job is not None and not job.terminal and job.array_job_id is None]
-    if not running:
-        return []
-    names = sorted({job.name for job in running if job.name})
-    records, listings = await asyncio.gather(
-        hook.a_get_jobs_named(probe.worker_job_name),
-        asyncio.gather(*(hook.a_get_jobs_named(name) for name in names)),
-    )
-    peers_by_name = dict(zip(names, listings, strict=True))
-    arrays: list[int] = []
-    for job in running:
-        peers = peer_services(job, peers_by_name[job.name]) if job.name else []
-        match = match_worker_array(job, peers, records, probe.worker_job_name)
-        if match.array_job_id is not None:
-            arrays.append(match.array_job_id)
-    return arrays
+    if isinstance(jobs, BaseException):
+        raise jobs
+    if isinstance(records, BaseException):
+        raise records
+    services = [job for job in jobs if job is not None and job.array_job_id is None]
+    return attributed_worker_arrays(services, records, probe.worker_job_name)

@@ -42,6 +42,11 @@ class SlurmTransport(Protocol):
         tasks of arrays)."""
         ...
 
+    async def user_jobs(self) -> list[SlurmJob]:
+        """Every record slurmctld has of the connection user's jobs, whatever their names (all
+        tasks of arrays)."""
+        ...
+
     async def cancel(self, job_id: int) -> None: ...
 
     async def set_comment(self, job_id: int, comment: str) -> None:

@@ -1,4 +1,5 @@
-"""A trigger that ends its job when the user kills the deferred task, on every Airflow version."""
+"""A trigger that ends its job when the user kills the deferred task, on every Airflow version, and
+only then."""
 
 from __future__ import annotations
 
@@ -14,6 +15,26 @@ from airflow_provider_pathways.airflow_features import TRIGGER_ON_KILL
 TRIGGERER_ON_KILL_TIMEOUT = 30.0
 #: Ending the job on kill must be done this long before the triggerer's ``on_kill_timeout``.
 KILL_MARGIN = 2.0
+#: What :func:`task_instance_state` answers for a task instance that does not exist (any more).
+NOT_FOUND = "not found"
+#: Task instance states in which a try of the task instance follows the job, or will: a retry or a
+#: resumed try reattaches to it, a deferred one waits on this trigger (run by another triggerer now)
+#: or on a newer try's. A user's kill (mark failed, success or skipped; clear: no state) leaves none
+#: of them; a trigger cancelled while its task instance is in one of them leaves the job alone.
+A_TRY_FOLLOWS = frozenset(
+    {
+        "deferred",
+        "scheduled",
+        "queued",
+        "running",
+        "restarting",
+        "up_for_retry",
+        "up_for_reschedule",
+        "awaiting_input",
+    }
+)
+#: How often the task instance's state is read before the trigger gives up on knowing it.
+STATE_READS = 3
 
 
 class KillableTrigger(BaseTrigger):
@@ -21,30 +42,35 @@ class KillableTrigger(BaseTrigger):
     Base of the triggers whose ``on_kill`` deletes or cancels the job they follow.
 
     From Airflow 3.3 the triggerer calls ``on_kill`` when a user kills the deferred task (mark
-    failed or success, clear). Before, it only cancels the trigger and calls ``cleanup``, also when
-    the triggerer stops or hands the trigger to another triggerer, where the job must live on: so
-    ``cleanup`` asks for the task instance's state, as cncf-kubernetes' pod trigger does, and ends the
-    job only when the task is no longer deferred (a user acted). The trigger sets ``_fired`` once it
-    sent its event: the task then owns the job's end.
+    failed or success, clear), and also when it cancels a trigger it no longer owns: a triggerer
+    that stalled without dying (a long pause, a stopped container, its event loop blocked) finds, when
+    it goes on, that its heartbeat lapsed and another triggerer took its triggers over, and cancels
+    them with the same user-action message (airflow-core 3.3:
+    ``TriggerRunnerSupervisor.update_triggers`` puts every trigger missing from its assignment in
+    ``cancelling_triggers``, and ``TriggerRunner.cancel_triggers`` cancels each with
+    ``_USER_ACTION_CANCEL_MSG``; apache/airflow#73454). The trigger cannot see which: ``on_kill``
+    therefore reads the task instance's state and ends the job only when no try of the task
+    instance follows it any more (:func:`ends_the_job`): the task was marked, or cleared, or its
+    run is gone. While the task instance is deferred (on this trigger, moved; or on a newer try's),
+    or a try of it runs, is queued or will retry, that try owns the job, which is left alone.
+
+    Before 3.3 the triggerer only cancels the trigger and calls ``cleanup``, also when it stops or
+    hands the trigger over: ``cleanup`` takes the same decision, as cncf-kubernetes' pod trigger
+    does. The trigger sets ``_fired`` once it sent its event: the task then owns the job's end.
 
     Airflow 3.3's triggerer cancels the trigger again on every loop until it has finished, also while
     ``on_kill`` runs (the supervisor sends the cancelled trigger in ``to_cancel`` of each state sync
-    until the runner reports it finished): :meth:`end_job_on_kill` runs to its end through those
-    cancellations, within the triggerer's ``on_kill_timeout``.
+    until the runner reports it finished): the decision and :meth:`end_job_on_kill` run to their
+    end through those cancellations, within the triggerer's ``on_kill_timeout``.
     """
 
     _fired: bool = False
 
     async def on_kill(self) -> None:
-        """End the job per the task's kill policy; harmless if it already ended."""
-        if self._fired:
-            return
-        limit = kill_time_limit()
-        if not await run_through_cancellation(self.end_job_on_kill(), limit):
-            self.log.warning(
-                "Ending the job on kill took longer than %gs; it may still be running: end it by hand",
-                limit,
-            )
+        """End the job per the task's kill policy if the task instance no longer waits on it;
+        harmless if it already ended."""
+        if not self._fired:
+            await self._settle_kill()
 
     async def end_job_on_kill(self) -> None:
         """Delete or cancel the job if the kill policy says so (the subclass's)."""
@@ -53,14 +79,59 @@ class KillableTrigger(BaseTrigger):
         await super().cleanup()
         if TRIGGER_ON_KILL or self._fired:
             return
+        await self._settle_kill()
+
+    async def _settle_kill(self) -> None:
+        limit = kill_time_limit()
+        if not await run_through_cancellation(self._end_job_if_killed(), limit):
+            self.log.warning(
+                "Ending the job on kill took longer than %gs; it may still be running: end it by hand",
+                limit,
+            )
+
+    async def _end_job_if_killed(self) -> None:
+        ti = getattr(self, "task_instance", None)
+        if ti is not None:
+            try:
+                state = await _read_state(ti)
+            except Exception as err:
+                self.log.warning(
+                    "The trigger was cancelled, but the task instance's state could not be read (%s): "
+                    "the job is left running, since another triggerer may run this trigger now; if the "
+                    "task was killed, end the job by hand",
+                    err,
+                )
+                return
+            if not ends_the_job(state):
+                self.log.info(
+                    "The trigger was cancelled, but the task instance is %s: a try of it still follows "
+                    "the job (this trigger runs on another triggerer now, or the task resumed or "
+                    "retries), so the job is left to it",
+                    state,
+                )
+                return
+            self.log.info(
+                "The task instance is %s: ending its job as the kill policy says", state or "cleared"
+            )
+        await self.end_job_on_kill()
+
+
+def ends_the_job(state: str | None) -> bool:
+    """Whether a trigger cancelled while its task instance is in ``state`` (None: cleared;
+    :data:`NOT_FOUND`: its run is gone) ends the job: only when no try follows it any more."""
+    return state not in A_TRY_FOLLOWS
+
+
+async def _read_state(ti: Any) -> str | None:
+    """:func:`task_instance_state`, read again (up to :data:`STATE_READS` times) when it fails."""
+    for attempt in range(1, STATE_READS + 1):
         try:
-            state = await task_instance_state(self.task_instance)
-        except Exception as err:
-            self.log.warning("Could not read the task instance's state (%s); the job is left running", err)
-            return
-        if state is not None and state != "deferred":
-            self.log.info("The task is %s: ending its job, as the kill policy says", state)
-            await self.on_kill()
+            return await task_instance_state(ti)
+        except Exception:
+            if attempt == STATE_READS:
+                raise
+            await asyncio.sleep(0.5 * attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def kill_time_limit() -> float:
@@ -98,9 +169,8 @@ async def run_through_cancellation(work: Coroutine[Any, Any, None], limit: float
 
 
 async def task_instance_state(ti: Any) -> str | None:
-    """The state of the trigger's task instance now (None when it is not known)."""
-    if ti is None:
-        return None
+    """The state of the trigger's task instance now: None when it has none (cleared), and
+    :data:`NOT_FOUND` when it does not exist."""
     from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS
     from asgiref.sync import sync_to_async
 
@@ -112,24 +182,30 @@ async def task_instance_state(ti: Any) -> str | None:
         )
         # The execution API keys a mapped task instance as "<task_id>_<map_index>".
         key = f"{ti.task_id}_{ti.map_index}" if ti.map_index >= 0 else ti.task_id
-        state = (states.get(ti.run_id) or {}).get(key)
+        run = states.get(ti.run_id) or {}
+        if key not in run:
+            return NOT_FOUND
+        state = run[key]
     else:
-        state = await sync_to_async(_state_from_database)(ti)
+        found = await sync_to_async(_state_from_database)(ti)
+        if found is None:
+            return NOT_FOUND
+        (state,) = found
     return None if state is None else str(getattr(state, "value", state))
 
 
 def _state_from_database(ti: Any) -> Any:
-    """Airflow 2: the triggerer reads the metadata database."""
+    """Airflow 2: the triggerer reads the metadata database; the row's state, or None without a row."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     with create_session() as session:
-        return session.scalar(
+        return session.execute(
             select(TaskInstance.state).where(
                 TaskInstance.dag_id == ti.dag_id,
                 TaskInstance.task_id == ti.task_id,
                 TaskInstance.run_id == ti.run_id,
                 TaskInstance.map_index == ti.map_index,
             )
-        )
+        ).first()

@@ -30,7 +30,9 @@ from airflow_provider_pathways.gke.status import (
 )
 from airflow_provider_pathways.gke.task_job import JobRef, Release, describe_release
 from airflow_provider_pathways.transient import (
+    CONNECTION_TO_FIX,
     DEFAULT_OUTAGE_TOLERANCE,
+    ConnectionToFix,
     OutageTooLong,
     validate_outage_tolerance,
 )
@@ -263,6 +265,13 @@ class PathwaysJobTrigger(KillableTrigger):
         except OutageTooLong as err:
             self.log.error("Giving up on %s/%s: %s", self.namespace, self.name, err)
             return {"status": "error", "message": f"watching {self.namespace}/{self.name}: {err}"}
+        except ConnectionToFix as err:  # e.g. the credentials got no new token: no retry gets past it
+            self.log.error("Giving up on %s/%s: %s", self.namespace, self.name, err)
+            return {
+                "status": "error",
+                "message": f"watching {self.namespace}/{self.name}: {err}",
+                CONNECTION_TO_FIX: True,
+            }
         except Exception as err:
             self.log.exception("Watching %s/%s failed", self.namespace, self.name)
             return {

@@ -25,6 +25,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -605,6 +606,19 @@ class AirflowDeployment:
         """SIGKILL triggerer ``n`` and its trigger runner; returns the job id it had."""
         self.triggerer(n).kill()
         return self.triggerer_job_ids[n]
+
+    def freeze_triggerer(self, n: int) -> list[psutil.Process]:
+        """SIGSTOP triggerer ``n`` and every process it started (its trigger runner, its log server),
+        as a triggerer that stalls without dying: a stopped container, a long pause of its machine.
+        Returns the frozen processes; SIGCONT them to let it go on where it stopped."""
+        component = self.triggerer(n)
+        if not component.alive() or component.pid is None:
+            raise AirflowDeploymentError(f"triggerer-{n} is not running")
+        frozen = [psutil.Process(component.pid), *component.descendants()]
+        for proc in frozen:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(signal.SIGSTOP)
+        return frozen
 
     def triggerer_number(self, job_id: int) -> int | None:
         """Which triggerer (1, 2, ...) runs as job ``job_id``."""

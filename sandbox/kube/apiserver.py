@@ -13,6 +13,8 @@ import hmac
 import json
 import logging
 import math
+import socket
+import struct
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -98,6 +100,10 @@ class ServerState:
     # Injected answers for the next API requests: (HTTP status, Retry-After seconds or None, the
     # HTTP method they answer or None for any).
     faults: list[tuple[int, float | None, str | None]] = field(default_factory=list)
+    # Lost answers: creates of (namespace, plural) that are carried out but whose answer never
+    # reaches the client (its connection is reset), as a proxy timing out or a partition does; how
+    # many are still to lose for each.
+    lost_answers: dict[tuple[str, str], int] = field(default_factory=dict)
     # With --google: the access tokens the Google token endpoint issued (also accepted).
     google_tokens: IssuedTokens | None = None
     # The cluster endpoint (public/private/dns) each TLS port stands for.
@@ -323,9 +329,15 @@ async def handle(request: web.Request) -> web.StreamResponse:
         fault = _take_fault(state, request.method)
         if fault is not None:
             return _injected_fault(state, fault)
+        lose = request.method == "POST" and _take_lost_answer(state, path)
         response = await _dispatch(request, state)
         if request.method == "DELETE":
             _audit(request, response.status)
+        if lose:
+            audit.info("LOST ANSWER %s -> %d (the connection is reset)", path, response.status)
+            if request.transport is not None:
+                request.transport.abort()
+            raise ConnectionResetError(f"the answer to POST {path} was lost on purpose")
         return response
     except ApiError as err:
         return error_response(err)
@@ -342,6 +354,19 @@ def _audit(request: web.Request, status: int) -> None:
     source = f"{peer[0]}:{peer[1]}" if peer else "?"
     agent = request.headers.get("User-Agent", "")
     audit.info("DELETE %s?%s -> %d from %s (%s)", request.path, request.query_string, status, source, agent)
+
+
+def _take_lost_answer(state: ServerState, path: str) -> bool:
+    """Whether the answer to this create (``.../namespaces/<ns>/<plural>``) is to be lost."""
+    parts = [p for p in path.split("/") if p]
+    if len(parts) < 3 or parts[-3] != "namespaces":
+        return False
+    key = (parts[-2], parts[-1])
+    left = state.lost_answers.get(key, 0)
+    if left <= 0:
+        return False
+    state.lost_answers[key] = left - 1
+    return True
 
 
 def _take_fault(state: ServerState, method: str) -> tuple[int, float | None] | None:
@@ -613,9 +638,12 @@ async def _watch(
                 chunk = b"".join(watcher.lines)
                 watcher.lines.clear()
                 await response.write(chunk)
-            if watcher.closed in ("dropped", "shutdown"):
+            if watcher.closed in ("dropped", "reset", "shutdown"):
                 transport = request.transport
                 if transport is not None:
+                    sock = transport.get_extra_info("socket")
+                    if watcher.closed == "reset" and sock is not None:  # SO_LINGER 0: close sends an RST
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     transport.abort()
                 return response
             if watcher.closed:

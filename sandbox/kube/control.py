@@ -1,8 +1,13 @@
 """The ``/sandbox/`` control endpoints (same bearer token as the API) for tests and benchmarks.
 
-- ``POST /sandbox/watches/drop``: abruptly close every open watch connection.
+- ``POST /sandbox/watches/drop[?how=eof|reset]``: cut every open watch connection mid-stream, as a
+  load balancer or proxy cutting a long request does: closed before the chunked body's end (``eof``,
+  the default), or reset (``reset``: an RST).
 - ``POST /sandbox/faults?status=503&count=1[&retry_after=S][&verb=GET][&clear=1]``: answer the next
   ``count`` API requests (with ``verb``: of that HTTP method only) with ``status``.
+- ``POST /sandbox/lose-answers?namespace=NS&resource=PLURAL&count=1``: carry out the next ``count``
+  creates of ``PLURAL`` in ``NS`` but lose their answers (the client's connection is reset; the
+  audit log says ``LOST ANSWER``).
 - ``POST /sandbox/compact``: forget the event history (older resourceVersions get 410 Expired).
 - ``GET /sandbox/requests``, ``POST /sandbox/requests/reset``: API request counters.
 - ``POST /sandbox/reset``: delete every object and forget simulation state.
@@ -44,7 +49,10 @@ async def handle(request: web.Request, state: ServerState) -> web.Response:
     store = state.store
     if parts == ["watches", "drop"]:
         _require(request, "POST")
-        return _json({"dropped": store.drop_watches("dropped")})
+        how = request.query.get("how", "eof")
+        if how not in ("eof", "reset"):
+            raise ApiError(400, "how must be eof or reset", "BadRequest")
+        return _json({"dropped": store.drop_watches("dropped" if how == "eof" else "reset")})
     if parts == ["faults"]:
         _require(request, "POST")
         try:
@@ -59,6 +67,15 @@ async def handle(request: web.Request, state: ServerState) -> web.Response:
         only = (request.query.get("verb") or "").upper() or None
         state.faults.extend([(code, retry_after, only)] * max(count, 0))
         return _json({"pending": len(state.faults)})
+    if parts == ["lose-answers"]:
+        _require(request, "POST")
+        key = (request.query.get("namespace", ""), request.query.get("resource", ""))
+        try:
+            count = int(request.query.get("count", "1"))
+        except ValueError:
+            raise ApiError(400, "count must be a number", "BadRequest") from None
+        state.lost_answers[key] = state.lost_answers.get(key, 0) + max(count, 0)
+        return _json({"pending": state.lost_answers[key]})
     if parts and parts[0] == "google":
         return _google(request, state, parts[1:])
     if parts == ["compact"]:

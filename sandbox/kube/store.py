@@ -118,7 +118,8 @@ class Watcher:
         self._wake.set()
 
     def close(self, reason: str) -> None:
-        """Stop the watch; the stream writer sees ``closed`` and ends (``dropped`` ends abruptly)."""
+        """Stop the watch; the stream writer sees ``closed`` and ends (``dropped`` ends abruptly, before
+        the chunked body's end; ``reset`` with an RST)."""
         if not self.closed:
             self.closed = reason
         self._wake.set()

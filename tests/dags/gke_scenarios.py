@@ -184,6 +184,22 @@ with DAG("gke_suspended_reattach", schedule=None, start_date=START) as suspended
     )
 
 
+# Suspended by someone other than Kueue, and never resumed: with fail_on_suspend (the default) and
+# no "failure" in delete_on, the retry replaces the job; the last try deletes it.
+for retries in (2, 0):
+    with DAG(f"gke_suspended_retries_{retries}", schedule=None, start_date=START) as suspended_for_good:
+        operator(
+            "train",
+            f"suspended-retries-{retries}",
+            spec(),
+            deferrable=True,
+            retries=retries,
+            annotations=knobs(program_seconds=600),  # ended by the test
+            delete_on=("success", "kill"),
+        )
+    globals()[f"suspended_retries_{retries}"] = suspended_for_good
+
+
 class LeaveSuspendedJob(BaseOperator):
     """Stands for an earlier try of task ``train`` whose worker died: its job, found only by the
     owner labels of ``train`` in this run, is left suspended (not ended, so not to be doubled)."""
@@ -256,7 +272,7 @@ with DAG("gke_kill_on_timeout", schedule=None, start_date=START) as kill_on_time
     )
 
 
-# Polling tries that reach their execution_timeout between two looks (poll_interval 10 s): the
+# Polling tries that reach their execution_timeout between two looks (poll_interval 30 s): the
 # failure policy of delete_on decides, not the kill's.
 def timeout_between_looks(*events: str) -> DAG:
     with DAG(f"gke_timeout_delete_on_{'_'.join(events)}", schedule=None, start_date=START) as timeout_dag:
@@ -265,7 +281,30 @@ def timeout_between_looks(*events: str) -> DAG:
             f"timeout-{'-'.join(events)}",
             spec(),
             deferrable=False,
-            poll_interval=10,
+            poll_interval=30,
+            retries=0,
+            delete_on=events,
+            execution_timeout=timedelta(seconds=10),
+            annotations=knobs(program_seconds=120),
+        )
+    return timeout_dag
+
+
+timeout_deletes_on_failure = timeout_between_looks("success", "failure")
+timeout_keeps_without_failure = timeout_between_looks("kill")
+
+
+# Deferred tries that reach their execution_timeout: the failure policy of delete_on decides, also
+# on Airflow 2, which fails such a try before its resume method runs.
+def deferred_timeout(*events: str) -> DAG:
+    with DAG(
+        f"gke_deferred_timeout_delete_on_{'_'.join(events)}", schedule=None, start_date=START
+    ) as timeout_dag:
+        operator(
+            "train",
+            f"deferred-timeout-{'-'.join(events)}",
+            spec(),
+            deferrable=True,
             retries=0,
             delete_on=events,
             execution_timeout=timedelta(seconds=6),
@@ -274,8 +313,8 @@ def timeout_between_looks(*events: str) -> DAG:
     return timeout_dag
 
 
-timeout_deletes_on_failure = timeout_between_looks("success", "failure")
-timeout_keeps_without_failure = timeout_between_looks("kill")
+deferred_timeout_deletes_on_failure = deferred_timeout("success", "failure")
+deferred_timeout_keeps_without_failure = deferred_timeout("kill")
 
 with DAG("gke_ready_then_sensor", schedule=None, start_date=START) as ready_then_sensor:
     start = operator(
@@ -438,6 +477,49 @@ with DAG("gke_cleared_after_kept_failure", schedule=None, start_date=START) as c
 
 with DAG("gke_cleared_after_success", schedule=None, start_date=START) as cleared_after_success:
     operator("train", "cleared-success", spec(), deferrable=False, poll_interval=0.1, retries=0)
+
+# Cleared after a try that ended and left its job running: its wait succeeded at "ready" (the job
+# serves on), or it lost sight of the job and kept it (no "failure" in delete_on, or a retry
+# follows). The clear kills no try that follows the job, so it must not end it either.
+with DAG("gke_cleared_while_serving", schedule=None, start_date=START) as cleared_while_serving:
+    operator(
+        "train",
+        "cleared-serving",
+        spec(),
+        wait_until="ready",
+        deferrable=False,
+        poll_interval=0.1,
+        retries=0,
+        annotations=knobs(program_seconds=600),
+    )
+
+with DAG("gke_cleared_after_lost_watch", schedule=None, start_date=START) as cleared_after_lost_watch:
+    operator(
+        "train",
+        "cleared-lost-watch",
+        spec(),
+        deferrable=False,
+        poll_interval=0.1,
+        retries=0,
+        outage_tolerance=1,
+        delete_on=("success", "kill"),
+        annotations=knobs(program_seconds=20),
+    )
+
+# The API server fails every attempt of the first create (an outage longer than one call's
+# retries): the job may have been made, so the try loses sight of it (retried on the preemption
+# budget) and the retry adopts or creates it.
+with DAG("gke_create_outage", schedule=None, start_date=START) as create_outage:
+    PathwaysJobOperator(
+        task_id="train",
+        job=spec(),
+        namespace="create-outage",
+        kubernetes_conn_id=CONN,
+        deferrable=False,
+        poll_interval=0.1,
+        **fast_retry(budget=True),
+        annotations=knobs(program_seconds=1.5),
+    )
 
 with DAG("gke_fixed_name", schedule=None, start_date=START) as fixed_name:
     operator(

@@ -314,6 +314,35 @@ with dag("slurm_cleared_after_success") as cleared_after_success:
         retries=0,
     )
 
+# A deferred wait that reaches the task's execution_timeout (test_deferred_execution_timeout.py).
+with dag("slurm_deferred_execution_timeout") as deferred_execution_timeout:
+    SlurmJobOperator(
+        task_id="train",
+        slurm_conn_id=CONN,
+        script="#!/bin/bash\nsleep 300\n",
+        job_name="{{ params.job_name }}",
+        deferrable=True,
+        poll_interval=1,
+        retries=0,
+        execution_timeout=timedelta(seconds=6),
+    )
+
+# Cleared once the cluster forgot the job (no accounting, past MinJobAge): each task reports the
+# success it remembered, polling and deferred.
+with dag("slurm_cleared_after_forgotten_success") as cleared_after_forgotten_success:
+    for mode, deferrable in (("polling", False), ("deferred", True)):
+        SlurmJobOperator(
+            task_id=f"train_{mode}",
+            slurm_conn_id=CONN,
+            script=f'#!/bin/bash\necho "{mode} done"\nexit 0\n',
+            job_name=f"{{{{ params.job_name }}}}-{mode}",
+            working_directory="{{ params.workdir }}",
+            output_path="{{ params.workdir }}/%j.out",
+            deferrable=deferrable,
+            poll_interval=0.3,
+            retries=0,
+        )
+
 
 # Two service jobs of one name running at once, as two runs of one DAG would have: each with a
 # cluster.env of its own (the script takes the path), or both writing ~/pathways/cluster.env.
@@ -436,19 +465,28 @@ with dag("slurm_slice_lost_deferred") as slice_lost_deferred:
 with dag("slurm_slice_lost_polling") as slice_lost_polling:
     slice_lost(False)
 
+
 # Try 1's submission reaches slurmrestd but its answer is lost (tests/lost_answer.py): try 1 fails
-# without the job's id; try 2 must follow that job, not submit a second one.
-with dag("slurm_lost_answer") as lost_answer:
-    SlurmJobOperator(
-        task_id="train",
-        slurm_conn_id=CONN,
-        job_name="{{ params.job_name }}",
-        script='#!/bin/bash\nsleep 8\necho "the one run: done"\n',
-        retries=1,
-        retry_delay=timedelta(seconds=1),
-        deferrable=True,
-        poll_interval=0.5,
-    )
+# without the job's id; try 2 must follow that job, not submit a second one. No retries in the DAG:
+# the preemption budget's policy retries it (a lost answer is a lost watch, not an unclassified
+# error). With retries=0 the last try cancels the job it could not name.
+def lost_answer_dag(dag_id: str, **retries: Any) -> DAG:
+    with dag(dag_id) as lost:
+        SlurmJobOperator(
+            task_id="train",
+            slurm_conn_id=CONN,
+            job_name="{{ params.job_name }}",
+            script='#!/bin/bash\nsleep 8\necho "the one run: done"\n',
+            deferrable=True,
+            poll_interval=0.5,
+            **fast_retry(budget=True),
+            **retries,
+        )
+    return lost
+
+
+lost_answer = lost_answer_dag("slurm_lost_answer")
+lost_answer_last_try = lost_answer_dag("slurm_lost_answer_last_try", retries=0)
 
 
 def superseded(dag_id: str, *, deferrable: bool, **bound: Any) -> DAG:

@@ -686,6 +686,65 @@ class Airflow:
                 self.restart_triggerer(restart)
             return {"killed_job": killed, "new_job": int((taken.get("triggerer_job") or {}).get("id") or 0)}
 
+    def stall_triggerer(self, dag_id: str, run_id: str, task_id: str, timeout: float = 90) -> dict[str, Any]:
+        """Stall the triggerer running this deferred task's trigger (SIGSTOP, its children too: a
+        stopped container, a long pause) until its heartbeat has lapsed and another triggerer has
+        taken the trigger over, then let it go on (SIGCONT), as it was; returns once it heartbeats
+        again, i.e. once it has run a loop since (a loop starts by cancelling the triggers it no
+        longer owns).
+
+        As :meth:`fail_over`: one at a time, none while a :meth:`triggerers_stay` block runs; every
+        trigger of the stalled triggerer moves, not only this one.
+        """
+        with self._triggerer_lock:
+            with self._stays_ended:
+                if not self._stays_ended.wait_for(lambda: self._stays == 0, STAY_TIMEOUT):
+                    raise ConditionTimeout(f"triggerers kept for {STAY_TIMEOUT}s: no stall of {dag_id}")
+            ti = self.wait_ti(
+                dag_id,
+                run_id,
+                task_id,
+                "deferred on a triggerer",
+                lambda t: t["state"] == "deferred" and (t.get("triggerer_job") or {}).get("id"),
+                timeout,
+            )
+            stalled = int(ti["triggerer_job"]["id"])
+            number = self.deployment.triggerer_number(stalled)
+            assert number is not None, f"the trigger runs on an unknown triggerer job {stalled}"
+            frozen = self.deployment.freeze_triggerer(number)
+            frozen_at = time.time()
+            started = time.monotonic()
+            try:
+                taken = self.wait_ti(
+                    dag_id,
+                    run_id,
+                    task_id,
+                    f"its trigger taken over from the stalled triggerer job {stalled}",
+                    lambda t: (
+                        t["state"] != "deferred"
+                        or (t.get("triggerer_job") or {}).get("id") not in (None, stalled)
+                    ),
+                    timeout,
+                )
+            finally:
+                self.thaw(frozen)
+            thawed_at = time.time()
+            stalled_for = time.monotonic() - started
+            wait_for(
+                lambda: stalled in self.deployment._alive_triggerer_ids(),
+                f"the stalled triggerer job {stalled} to heartbeat again",
+                timeout,
+                0.5,
+            )
+            return {
+                "stalled_job": stalled,
+                "stalled_triggerer": number,
+                "new_job": int((taken.get("triggerer_job") or {}).get("id") or 0),
+                "frozen_at": frozen_at,
+                "thawed_at": thawed_at,
+                "stalled_for": stalled_for,
+            }
+
 
 @dataclass
 class TaskOutcome:

@@ -10,6 +10,7 @@ from typing import Any
 
 import psutil
 import pytest
+import structlog
 
 from airflow_provider_pathways.failures import FailureClass
 from airflow_provider_pathways.gke.objects import JOBSET, PATHWAYS_JOB, JobKind, StatusOptions
@@ -171,6 +172,95 @@ async def test_watch_survives_a_dropped_stream_and_a_410(hook: PathwaysJobHook, 
     assert [s.slices_ready for s in seen if s.phase is not Phase.SUCCEEDED][-1] == 3
     watches = kube.control("requests")["by_verb"].get("watch", 0)
     assert watches >= 3  # the stream was reopened after each drop
+
+
+def api_warnings(logs: list[dict[str, Any]]) -> list[str]:
+    """The hook's warnings that an outage of the API server began."""
+    return [
+        e["event"] for e in logs if e.get("log_level") == "warning" and "Kubernetes API error" in e["event"]
+    ]
+
+
+@pytest.mark.parametrize("how", ["eof", "reset"])
+async def test_a_watch_cut_by_its_peer_is_reopened_at_once_and_is_no_outage(
+    hook: PathwaysJobHook, kube: Any, how: str
+) -> None:
+    """A load balancer or proxy in front of the API server cuts long requests: the connection of a
+    watch that has been delivering events is closed before the chunked body's end (``eof``) or reset
+    (``reset``). The watch is reopened at once from the last resourceVersion: no warning, no outage,
+    no reconnect counted (``on_recovered``, which sends ``pathways.trigger.reconnects``)."""
+    spec = held_in_kueue(slices=3)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    recovered: list[float] = []
+
+    async def on_recovered(lasted: float) -> None:
+        recovered.append(lasted)
+
+    seen: list[Any] = []
+    watches = 0
+    with structlog.testing.capture_logs() as logs:
+        async for status in hook.a_watch_status(
+            spec.name, NS, watch_timeout_seconds=60, on_recovered=on_recovered
+        ):
+            seen.append(status)
+            if len(seen) == 1:
+                await asyncio.to_thread(kube.action, NS, spec.name, "admit")
+            if status.slices_ready == 1 and not watches:  # the watch delivered this change: cut it
+                watches = kube.control("requests")["by_verb"].get("watch", 0)
+                assert (await asyncio.to_thread(kube.control, "watches/drop", how=how))["dropped"] >= 1
+    assert seen[-1].phase is Phase.SUCCEEDED
+    assert [s.slices_ready for s in seen if s.phase is not Phase.SUCCEEDED][-1] == 3  # no change lost
+    assert kube.control("requests")["by_verb"].get("watch", 0) > watches  # reopened
+    assert recovered == []
+    assert api_warnings(logs) == []
+
+
+async def test_a_watch_cut_right_after_it_opened_counts_as_a_failure(
+    hook: PathwaysJobHook, kube: Any
+) -> None:
+    """Cut less than a second after it opened, before any event, a watch did not really work
+    (client-go's "very short watch", ``tools/cache/reflector.go``): it starts the outage window, with
+    its warning and backoff, rather than being reopened in a tight loop; the wait still goes on."""
+    spec = new_spec(NS, headless=True, max_ready_slices=0)
+    await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
+    recovered: list[float] = []
+
+    async def on_recovered(lasted: float) -> None:
+        recovered.append(lasted)
+
+    with structlog.testing.capture_logs() as logs:
+        statuses = hook.a_watch_status(spec.name, NS, outage_tolerance=60, on_recovered=on_recovered)
+        while not (await statuses.__anext__()).head_ready:  # settle: nothing changes now
+            pass
+        waiting = asyncio.ensure_future(statuses.__anext__())
+        kube.control("requests/reset")
+        for cut in (1, 2):  # the watch that delivered the statuses, then the one that replaced it
+            assert not api_warnings(logs)  # the first cut is no outage
+            kube.control("watches/drop")  # the second within the second it opened, before any event
+            await wait_for_async(  # the stand-in counts a watch request once it ended
+                lambda: (
+                    kube.control("requests")["by_verb"].get("watch", 0) >= cut  # noqa: B023
+                    and kube.control("state")["openWatches"]
+                ),
+                f"cut watch {cut} to end and another to open",
+            )
+        await asyncio.to_thread(kube.action, NS, spec.name, "suspend")
+        status = await asyncio.wait_for(waiting, 30)
+        await statuses.aclose()
+    assert status.phase is Phase.SUSPENDED
+    assert len(recovered) == 1
+    assert [w.split(";")[0] for w in api_warnings(logs)] == [
+        "Kubernetes API error (ClientPayloadError: Response payload is not completed: "
+        "<TransferEncodingError: 400, message='Not enough data to satisfy transfer length header.'>)"
+    ]
+    await hook.a_delete_job(spec.name, NS)
+
+
+async def wait_for_async(check: Any, what: str, timeout: float = 10) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await asyncio.to_thread(check):
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
 
 
 async def test_watch_costs_a_few_requests_not_one_per_change(hook: PathwaysJobHook, kube: Any) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.gke.task_job import followed_by_try
-from tests.airflow_runs import load_dag, run_dag
+from tests.airflow_runs import load_dag, run_dag, run_dag_to_its_end
 from tests.airflow_versions import EXECUTION_TIMEOUT, RETRY_AFTER_DEFERRAL, TASK_LOG_IN_OUTPUT
 from tests.kube_jobs import act_when, stand_in_objects
 
@@ -235,6 +235,50 @@ def test_killed_task_deletes_its_job_and_a_second_kill_is_harmless(kube: Any) ->
     assert stand_in_objects(kube, "pathwaysjobs", "killed") == []
 
 
+@RETRY_AFTER_DEFERRAL
+@pytest.mark.parametrize("retries", [2, 0])
+def test_a_job_suspended_for_good_is_replaced_by_the_retry_and_deleted_by_the_last_try(
+    kube: Any, capfd: pytest.CaptureFixture[str], retries: int
+) -> None:
+    """``fail_on_suspend=True`` without "failure" in ``delete_on``: each retry followed the same
+    suspended job and failed on it again at once, spending every retry. The retry replaces it; the
+    last try deletes it (once resumed it would run unwatched)."""
+    kube.control("requests/reset")
+    namespace = f"suspended-retries-{retries}"
+    first: list[str] = []
+
+    def suspend(name: str) -> None:
+        first.append(stand_in_objects(kube, "jobsets", namespace)[0]["metadata"]["uid"])
+        kube.action(namespace, name, "suspend")
+
+    def fresh_job_running() -> str | None:
+        for js in stand_in_objects(kube, "jobsets", namespace):
+            ready = [r.get("ready", 0) for r in (js.get("status") or {}).get("replicatedJobsStatus") or []]
+            if first and js["metadata"]["uid"] not in first and any(ready):
+                return str(js["metadata"]["name"])
+        return None
+
+    watcher = act_when(lambda: running_jobset(kube, namespace, 1), suspend)
+    finisher = act_when(
+        fresh_job_running, lambda name: kube.action(namespace, name, "complete-program"), timeout=60
+    )
+    outcome = run_dag(load_dag(DAGS, f"gke_suspended_retries_{retries}"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert [js["metadata"]["uid"] for js in stand_in_objects(kube, "jobsets", namespace)
+            if js["metadata"]["uid"] in first] == []  # fmt: skip
+    if retries:
+        finisher.join(5)
+        assert (outcome.state, outcome.try_number) == ("success", 2)
+        assert creates(kube) == 2
+        if TASK_LOG_IN_OUTPUT:
+            assert "is still suspended, and an earlier try failed on that suspension" in logs
+    else:
+        assert (outcome.state, outcome.try_number) == ("failed", 1)
+        assert creates(kube) == 1 and stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
+
 @EXECUTION_TIMEOUT
 @pytest.mark.parametrize(("events", "kept"), [(("success", "failure"), False), (("kill",), True)])
 def test_a_polling_try_past_its_execution_timeout_applies_the_failure_policy(
@@ -249,6 +293,26 @@ def test_a_polling_try_past_its_execution_timeout_applies_the_failure_policy(
     if TASK_LOG_IN_OUTPUT:
         assert "within the task's execution_timeout" in logs
     jobs = stand_in_objects(kube, "pathwaysjobs", f"timeout-{'-'.join(events)}")
+    assert [job["metadata"].get("deletionTimestamp") is None for job in jobs] == ([True] if kept else [])
+
+
+@pytest.mark.versioned  # Airflow 2 fails such a try before its resume method runs
+@pytest.mark.parametrize(("events", "kept"), [(("success", "failure"), False), (("kill",), True)])
+def test_a_deferred_try_past_its_execution_timeout_applies_the_failure_policy(
+    kube: Any, capfd: pytest.CaptureFixture[str], events: tuple[str, ...], kept: bool
+) -> None:
+    """The trigger's timeout event at the try's ``execution_timeout`` gives up on the job as the
+    failure policy says, on every Airflow version: Airflow 2 resumes the try past that timeout and
+    fails it before ``execute_complete`` runs, calling ``on_kill`` on an operator that knows no job
+    (which left the job running, whatever ``delete_on`` said)."""
+    outcome = run_dag_to_its_end(load_dag(DAGS, f"gke_deferred_timeout_delete_on_{'_'.join(events)}"))[
+        "train"
+    ]
+    logs = capfd.readouterr().out
+    assert (outcome.state, outcome.try_number) == ("failed", 1)
+    if TASK_LOG_IN_OUTPUT:
+        assert "within the task's execution_timeout" in logs
+    jobs = stand_in_objects(kube, "pathwaysjobs", f"deferred-timeout-{'-'.join(events)}")
     assert [job["metadata"].get("deletionTimestamp") is None for job in jobs] == ([True] if kept else [])
 
 

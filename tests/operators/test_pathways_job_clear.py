@@ -63,6 +63,58 @@ def test_a_cleared_task_whose_job_succeeded_reports_the_success_again_without_ru
     assert creates(kube) == 1
 
 
+def test_clearing_a_task_whose_ready_job_still_serves_follows_the_job_without_restarting_it(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A clear kills only a running try; this task had succeeded (``wait_until="ready"``), so
+    nothing was killed and the cleared try reports the same serving job ready again (it deleted the
+    healthy job and started another)."""
+    dag, when, namespace = load_dag(DAGS, "gke_cleared_while_serving"), at(5), "cleared-serving"
+    kube.control("requests/reset")
+    first = run_dag(dag, logical_date=when)["train"]
+    assert first.state == "success"
+    [serving] = stand_in_objects(kube, "pathwaysjobs", namespace)
+    capfd.readouterr()
+
+    cleared = clear_and_rerun(dag, when)["train"]
+    logs = capfd.readouterr().out
+
+    assert cleared.state == "success"
+    assert "Reattaching to PathwaysJob cleared-serving/" in logs
+    assert cleared.xcom["name"] == first.xcom["name"]
+    [still] = stand_in_objects(kube, "pathwaysjobs", namespace)
+    assert still["metadata"]["uid"] == serving["metadata"]["uid"] and creates(kube) == 1
+    PathwaysJobHook(kubernetes_conn_id=CONN).delete_job(
+        still["metadata"]["name"], namespace, JobKind.PATHWAYS_JOB
+    )
+
+
+@pytest.mark.slow
+def test_clearing_a_task_that_lost_sight_of_its_running_job_follows_it(
+    kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The try lost sight of its job in an outage and left it running (``delete_on`` without
+    "failure"; the same as a try that left it for its retry): no try followed it when the task was
+    cleared, so the cleared try follows it to its end instead of deleting it and starting again."""
+    dag, when, namespace = load_dag(DAGS, "gke_cleared_after_lost_watch"), at(6), "cleared-lost-watch"
+    kube.control("requests/reset")
+    watcher = act_when(
+        lambda: running_jobset(kube, namespace, 2), lambda _name: faults(503, count=10, verb="GET")
+    )
+    first = run_dag(dag, logical_date=when)["train"]
+    watcher.join(5)
+    assert watcher.failures == [] and first.state == "failed"  # type: ignore[attr-defined]
+    [kept] = stand_in_objects(kube, "pathwaysjobs", namespace)
+    capfd.readouterr()
+
+    cleared = clear_and_rerun(dag, when)["train"]
+    logs = capfd.readouterr().out
+
+    assert cleared.state == "success"
+    assert "Reattaching to PathwaysJob cleared-lost-watch/" in logs
+    assert cleared.xcom["name"] == kept["metadata"]["name"] and creates(kube) == 1
+
+
 def test_a_cleared_run_never_follows_or_deletes_the_job_another_run_made_under_the_same_name(
     kube: Any,
 ) -> None:

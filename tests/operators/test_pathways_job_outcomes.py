@@ -4,7 +4,6 @@ outran, cleanup that fails, and outages longer than the task tolerates."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,17 +22,6 @@ PATHWAYSJOB_API = "/apis/pathways-job.pathways.domain/v1"
 
 def requests(kube: Any, verb_resource: str) -> int:
     return int(kube.control("requests")["by_verb_resource"].get(verb_resource, 0))
-
-
-@pytest.fixture
-def faults(kube: Any) -> Iterator[Any]:
-    """Inject API answers (``faults(status, count, verb)``); none is left for the next test."""
-
-    def inject(status: int, count: int = 1, verb: str = "") -> None:
-        kube.control("faults", method="POST", status=status, count=count, verb=verb)
-
-    yield inject
-    kube.control("faults", method="POST", count=0, clear=1)
 
 
 def test_a_job_deleted_by_someone_else_is_an_infrastructure_failure_and_retried(
@@ -222,6 +210,21 @@ def _outage(kube: Any, faults: Any, namespace: str) -> Any:
     return act_when(
         lambda: running_jobset(kube, namespace, 2), lambda _name: faults(503, count=10, verb="GET")
     )
+
+
+def test_a_create_that_outlasts_its_retries_is_retried_as_a_lost_watch_not_failed_unclassified(
+    kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """With no ``retries`` in the DAG (the preemption budget: unclassified errors fail at once) a
+    create whose every attempt failed (503) failed the task, though the job may have been made
+    and would run unwatched. It is a lost watch: retried, and the retry finds or creates the job."""
+    kube.control("requests/reset")
+    faults(503, count=5, verb="POST")  # one create call's five attempts
+    outcome = run_dag(load_dag(DAGS, "gke_create_outage"))["train"]
+    logs = capfd.readouterr().out
+    assert (outcome.state, outcome.try_number) == ("success", 2)
+    assert "the answer to the submission was lost" in logs
+    assert stand_in_objects(kube, "pathwaysjobs", "create-outage") == []
 
 
 @pytest.mark.slow

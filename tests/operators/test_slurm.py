@@ -20,9 +20,16 @@ from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.hooks.slurm import SlurmHook
 from airflow_provider_pathways.operators.slurm import PathwaysSlurmServiceOperator, SlurmJobOperator
 from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
+from tests.airflow_versions import TASK_LOG_IN_OUTPUT
 from tests.lost_answer import LosingRelay
-from tests.slurm.conftest import wait_for
-from tests.slurm_scripts import copy_service_scripts, logged_proxy, start_service, stop_service
+from tests.slurm.conftest import Sandbox, wait_for
+from tests.slurm_scripts import (
+    copy_service_scripts,
+    logged_proxy,
+    start_service,
+    stop_service,
+    wait_until_alone,
+)
 
 DAGS = "slurm_scenarios.py"
 TRANSPORTS = ["slurm_rest", "slurm_ssh"]
@@ -269,6 +276,13 @@ def test_a_cleared_task_after_a_failure_it_reported_submits_a_fresh_job(
     assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 2  # the failed job and a fresh one
 
 
+#: A cleared task reports the success its earlier try remembered, without reading the job.
+REPORTED_AGAIN = "succeeded and an earlier try reported it; reporting it again, not running it again"
+#: What a try that followed its job to a success pushes to XCom (``submitted_request`` aside: a try
+#: that submits nothing pushes none).
+SUCCESS_XCOMS = ("job_id", "job", "return_value")
+
+
 @pytest.mark.parametrize("conn", ["slurm_ssh"])
 def test_a_cleared_task_whose_job_succeeded_reports_it_again_without_resubmitting(
     slurm_cluster: dict[str, str], conn: str, capfd: pytest.CaptureFixture[str]
@@ -282,9 +296,61 @@ def test_a_cleared_task_whose_job_succeeded_reports_it_again_without_resubmittin
     cleared = clear_and_rerun(dag, when)["train"]
     logs = capfd.readouterr().out
     assert cleared.state == "success"
-    assert "succeeded after an earlier try ended; reporting it, not running it again" in logs
+    if TASK_LOG_IN_OUTPUT:
+        assert REPORTED_AGAIN in logs
     assert cleared.xcom["return_value"]["state"] == "COMPLETED"
+    assert cleared.xcom["job_id"] == cleared.xcom["return_value"]["job_id"]
     assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 1
+
+
+@pytest.mark.slow
+def test_a_cleared_task_reports_its_success_again_once_the_cluster_forgot_the_job(
+    slurm_cluster_without_accounting: dict[str, str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A cluster without accounting forgets an ended job MinJobAge (30 s) after its end. A task
+    cleared after that reports the success its try remembered, with the same XComs, and submits
+    nothing (it used to fail with PathwaysOutcomeUnknown): over REST and SSH, polling and deferred.
+    One purge wait serves all four."""
+    cluster = Sandbox(slurm_cluster_without_accounting)
+    workdir = cluster.user_dir()
+    dag = load_dag(DAGS, "slurm_cleared_after_forgotten_success")
+    name = f"forgotten-{uuid.uuid4().hex[:8]}"
+    firsts = {}
+    for day, conn in enumerate(TRANSPORTS, start=3):
+        when = pendulum.datetime(2026, 3, day, tz="UTC")
+        conf = params(slurm_cluster_without_accounting, conn, job_name=f"{name}-{conn}", workdir=str(workdir))
+        first = run_dag(dag, conf, logical_date=when)
+        assert {task: o.state for task, o in first.items()} == {
+            "train_polling": "success",
+            "train_deferred": "success",
+        }
+        firsts[conn] = (when, first)
+    job_ids = [o.xcom["job_id"] for _, first in firsts.values() for o in first.values()]
+
+    def forgotten() -> bool:
+        return all(
+            not cluster.run("scontrol", "-o", "show", "job", str(j), check=False).stdout.strip()
+            for j in job_ids
+        )
+
+    wait_for(
+        forgotten, f"slurmctld to forget jobs {job_ids}", timeout=(cluster.min_job_age or 0) + 75, interval=1
+    )
+    capfd.readouterr()
+    for conn, (when, first) in firsts.items():
+        cleared = clear_and_rerun(dag, when)
+        logs = capfd.readouterr().out
+        for task, outcome in cleared.items():
+            failures = [line for line in logs.splitlines() if "Error" in line or "Unknown" in line]
+            assert (outcome.state, outcome.try_number) == ("success", 2), (conn, task, failures[-4:])
+            again = {key: outcome.xcom.get(key) for key in SUCCESS_XCOMS}
+            assert again == {key: first[task].xcom[key] for key in SUCCESS_XCOMS}, (conn, task)
+            assert again["return_value"]["state"] == "COMPLETED", (conn, task)
+            assert "submitted_request" not in outcome.xcom, (conn, task)  # nothing was submitted
+        if TASK_LOG_IN_OUTPUT:
+            assert logs.count(REPORTED_AGAIN) == 2, conn
+    names = ",".join(f"{name}-{conn}-{mode}" for conn in TRANSPORTS for mode in ("polling", "deferred"))
+    assert cluster.run("squeue", "-h", "-t", "all", "-n", names, "-o", "%i").stdout.split() == []
 
 
 @pytest.mark.parametrize("conn", TRANSPORTS)
@@ -398,6 +464,11 @@ def test_a_second_service_job_sharing_cluster_env_is_refused_naming_the_first(
     and ends at its timeout saying why, instead of taking the first's proxy."""
     scripts = copy_service_scripts(slurm_cluster_version)
     name = f"pair-{uuid.uuid4().hex[:8]}"
+    hook = SlurmHook(slurm_conn_id=conn)
+    try:
+        wait_until_alone(hook)  # the first service tells its file and array only while alone
+    finally:
+        hook.close()
     outcomes = run_dag(
         load_dag(DAGS, "slurm_two_services_shared_file"),
         {"conn": conn, "scripts": str(scripts), "job_name": name},
@@ -408,7 +479,7 @@ def test_a_second_service_job_sharing_cluster_env_is_refused_naming_the_first(
     assert first["proxy_address"] == logged_proxy(scripts, first["job_id"])
     assert outcomes["second"].state == "failed"
     assert outcomes["second"].xcom.get("proxy_address") is None
-    assert f"service job(s) {first['job_id']} of the same user and name" in logs
+    assert f"job(s) {first['job_id']} of the same Slurm user" in logs
     assert outcomes["stop"].state == "success"
 
 
@@ -573,6 +644,26 @@ def test_a_job_whose_submission_answer_was_lost_is_followed_not_submitted_again(
     assert "which an earlier try of this task instance submitted without learning its id" in logs
     assert "the one run: done" in logs
     assert len(squeue("-t", "all", "-n", name, "-o", "%i")) == 1
+
+
+def test_a_job_whose_submission_answer_was_lost_on_the_last_try_is_cancelled(
+    slurm_cluster: dict[str, str], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same lost answer with ``retries=0``: no try will follow the job the cluster made, so the
+    try finds it by its task instance's marker and cancels it (it ran unwatched to its end)."""
+    name = f"lost-last-{uuid.uuid4().hex[:8]}"
+    rest = json.loads(os.environ["AIRFLOW_CONN_SLURM_REST"])
+    with LosingRelay(rest["host"], int(rest["port"])) as relay:
+        relay.drop("/job/submit")
+        lossy = {**rest, "host": "127.0.0.1", "port": relay.port}
+        monkeypatch.setenv("AIRFLOW_CONN_SLURM_REST_LOSSY", json.dumps(lossy))
+        conf = params(slurm_cluster, "slurm_rest_lossy", job_name=name)
+        outcome = run_dag(load_dag(DAGS, "slurm_lost_answer_last_try"), conf)["train"]
+    logs = capfd.readouterr().out
+    assert (outcome.state, outcome.try_number) == ("failed", 1)
+    assert "the answer to the submission was lost" in logs and "this was the last try" in logs
+    [[job_id]] = squeue("-t", "all", "-n", name, "-o", "%i")
+    assert job_state(job_id) == "CANCELLED"
 
 
 class _WorkerFrozenAfterSubmitting:

@@ -1,16 +1,18 @@
-"""A deferred Slurm job operator resumes with its own job's id, also as one of several mapped tasks.
+"""A deferred Slurm job operator resumes with its own job's id, also as one of several mapped tasks;
+a workload's success is remembered for a cleared try, a service's readiness is not.
 
 No cluster is involved: a job Slurm no longer knows is judged from the trigger's event alone.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from airflow_provider_pathways.failures import PathwaysOutcomeUnknown
-from airflow_provider_pathways.operators.slurm import SlurmJobOperator
+from airflow_provider_pathways.operators.slurm import PathwaysSlurmServiceOperator, SlurmJobOperator
 
 LOST = "Slurm forgot the job and accounting has no record of it"
 
@@ -41,3 +43,84 @@ def test_a_mapped_task_resumes_with_its_own_job(event: dict[str, Any], kwargs: d
     with pytest.raises(PathwaysOutcomeUnknown, match=LOST) as failure:
         operator.execute_complete({"ti": MappedTaskInstance()}, event, **kwargs)  # type: ignore[arg-type]
     assert failure.value.job == "1002"
+
+
+class Store:
+    """A ``task_state_store`` in memory."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+    def delete(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+class PushingTaskInstance(MappedTaskInstance):
+    map_index, try_number, max_tries = -1, 1, 0
+
+    def __init__(self) -> None:
+        self.pushed: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+def test_a_workload_remembers_its_success_and_a_cleared_try_reports_it_again_from_that_alone() -> None:
+    """The try that reports a success keeps the job as it saw it with the kept job id; a new try
+    (the task cleared once slurmctld forgot the job) reports it from that, with the same XComs,
+    without reading the cluster: this operator has no connection."""
+    from airflow_provider_pathways.outcomes import KeptJob, Verdict
+    from airflow_provider_pathways.slurm.job import SlurmJob
+
+    started = datetime(2026, 3, 1, 12, 0, 5, tzinfo=timezone.utc)
+    job = SlurmJob(
+        job_id=77,
+        name="train",
+        state="COMPLETED",
+        exit_code=0,
+        exit_signal=0,
+        submit_time=started - timedelta(seconds=5),
+        start_time=started,
+        end_time=started + timedelta(seconds=30),
+        std_out=None,
+    )
+    store, first = Store(), PushingTaskInstance()
+    store.set("slurm_job_id", KeptJob(77, max_tries=0).to_stored())
+    operator = SlurmJobOperator(task_id="train", script="#!/bin/bash\ntrue\n", slurm_conn_id="nowhere")
+    result = operator.finish_job({"ti": first, "task_state_store": store}, 77, (job, "", None))  # type: ignore[arg-type]
+    kept = KeptJob.from_stored(store.get("slurm_job_id"))
+    assert (kept.job, kept.reported, kept.max_tries) == (77, Verdict.SUCCEEDED, 0)
+    assert SlurmJob.from_dict(kept.outcome) == job  # times and all
+
+    again = PushingTaskInstance()
+    again.try_number, again.max_tries = 2, 1  # cleared
+    cleared = SlurmJobOperator(task_id="train", script="#!/bin/bash\ntrue\n", slurm_conn_id="nowhere")
+    assert cleared.run_job({"ti": again, "task_state_store": store}) == result  # type: ignore[arg-type]
+    assert again.pushed == first.pushed == {"job_id": 77, "job": job.to_dict()}
+
+
+def test_a_ready_service_remembers_no_success() -> None:
+    """A service's success is its readiness, not its end: a cleared service task judges the job
+    again (a live one is followed or restarted, a gone one replaced), never reports a stale proxy."""
+    from airflow_provider_pathways.outcomes import KeptJob
+    from airflow_provider_pathways.slurm.service import Readiness, ServiceCheck
+
+    store, ti = Store(), PushingTaskInstance()
+    store.set("slurm_job_id", KeptJob(78, max_tries=0).to_stored())
+    service = PathwaysSlurmServiceOperator(
+        task_id="service",
+        script="#!/bin/bash\n",
+        slice_shape="2x4",
+        min_slices=1,
+        max_slices=1,
+        gcs_bucket="b",
+    )
+    ready = ServiceCheck(None, Readiness(True, "ready", proxy_address="grpc://10.0.0.1:29000"))
+    service.finish_job({"ti": ti, "task_state_store": store}, 78, ready)  # type: ignore[arg-type]
+    assert store.get("slurm_job_id") == KeptJob(78, max_tries=0).to_stored()

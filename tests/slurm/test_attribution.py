@@ -4,14 +4,32 @@ The rules: seed 002 promises only that the service job submits the workers as a 
 ``run_worker_slice.sh``; sbatch names a job after its script file unless given ``--job-name``
 (sbatch(1), ``--job-name``); a job can only submit another while it runs, so the array's submit
 time lies between the service job's start and end (slurmctld's StartTime, EndTime, SubmitTime).
+A service job may have any name (a DAG's ``<dag_id>.<task_id>``, ``start_pathways.sh`` by hand):
+any job of the same user that is not an array task may be one, unless this provider submitted it
+as another kind of job (``role=job`` in its comment). Slurm keeps a requeued job's last start only,
+and resets a requeued array task's submit time.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-from airflow_provider_pathways.slurm.job import SlurmJob
-from airflow_provider_pathways.slurm.service import DEFAULT_WORKER_JOB_NAME, match_worker_array, peer_services
+from airflow_provider_pathways.slurm.job import (
+    SlurmJob,
+    comment_role,
+    followed_by_try,
+    following_comment,
+    is_marked,
+    marked_comment,
+    task_instance_marker,
+)
+from airflow_provider_pathways.slurm.service import (
+    DEFAULT_WORKER_JOB_NAME,
+    attributed_worker_arrays,
+    match_worker_array,
+    peer_services,
+)
 
 T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
 NAME = DEFAULT_WORKER_JOB_NAME
@@ -21,7 +39,9 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def service(job_id: int, start: float, end: float | None = None, name: str = "dag.service") -> SlurmJob:
+def service(
+    job_id: int, start: float, end: float | None = None, name: str = "dag.service", comment: str | None = None
+) -> SlurmJob:
     state = "RUNNING" if end is None else "CANCELLED"
     return SlurmJob(
         job_id=job_id,
@@ -31,6 +51,7 @@ def service(job_id: int, start: float, end: float | None = None, name: str = "da
         start_time=at(start),
         submit_time=at(start),
         end_time=None if end is None else at(end),
+        comment=comment,
     )
 
 
@@ -78,11 +99,83 @@ def test_an_array_submitted_while_another_service_of_that_name_ran_is_nobodys() 
     match = match_worker_array(ours, peers, array(106, submitted=11), NAME)
     assert match.array_job_id is None
     assert [r.job_id for r in match.rivals] == [105]
-    assert "service job(s) 105 of the same user and name ran when it was submitted" in match.reason
-    assert "max_active_runs=1" in match.reason  # the fix is named
+    assert "job(s) 105 of the same Slurm user, which may be Pathways service jobs too," in match.reason
+    assert "max_active_runs=1" in match.reason and "worker_array_job_id" in match.reason  # the fixes
+
+
+def test_a_service_of_another_name_is_a_rival_too() -> None:
+    """Issue 34: two DAGs' services under one Slurm user have two names; B's array, submitted after
+    A started, is not A's, and A's own array (submitted before B started) still is."""
+    ours = service(100, start=0, name="dag_a.service")
+    theirs = service(103, start=3, name="dag_b.service")
+    peers = peer_services(ours, [ours, theirs])
+    assert peers == [theirs]
+    records = array(101, submitted=1) + array(104, submitted=4)
+    match = match_worker_array(ours, peers, records, NAME)
+    assert match.array_job_id == 101  # the newest would be B's 104
+    alone_later = match_worker_array(ours, peers, array(104, submitted=4), NAME)
+    assert alone_later.array_job_id is None and [r.job_id for r in alone_later.rivals] == [103]
+
+
+def test_jobs_this_provider_submitted_as_workloads_and_array_tasks_are_no_rivals() -> None:
+    ours = service(100, start=0)
+    marker = task_instance_marker("dag", "train", "run", None)
+    workload = service(102, start=1, name="dag.train", comment=marked_comment(marker, "job", 2))
+    other_service = service(103, start=1, comment=marked_comment(marker, "pathways-service"))
+    unmarked = service(104, start=1, name="prep.sh")  # by hand, another tool: may be a service
+    older_provider = service(105, start=1, comment=f"{marker} try=2")  # no role: may be a service
+    task = replace(array(106, submitted=1)[0], state="RUNNING", start_time=at(1))
+    peers = peer_services(ours, [workload, other_service, unmarked, older_provider, task])
+    assert [p.job_id for p in peers] == [103, 104, 105]
+
+
+def test_a_requeued_rival_may_have_run_before_its_last_start() -> None:
+    """Slurm keeps only the last start of a requeued job: it may have run when the array came."""
+    ours = service(100, start=0)
+    requeued = replace(service(103, start=30), restarts=1)
+    match = match_worker_array(ours, peer_services(ours, [requeued]), array(104, submitted=5), NAME)
+    assert match.array_job_id is None and [r.job_id for r in match.rivals] == [103]
+
+
+def test_an_array_whose_every_task_was_requeued_was_submitted_before_the_requeue() -> None:
+    """A requeue resets a task's submit time: with every task requeued, the array was submitted at
+    the latest then, and any job that may have run before counts."""
+    ours = service(100, start=0)
+    requeued = [replace(task, restarts=1, submit_time=at(50)) for task in array(101, submitted=2)]
+    assert match_worker_array(ours, [], requeued, NAME).array_job_id == 101  # alone: ours
+    earlier = service(90, start=-10, end=1)  # ended before 50, but ran before the requeue
+    match = match_worker_array(ours, peer_services(ours, [earlier]), requeued, NAME)
+    assert match.array_job_id is None and [r.job_id for r in match.rivals] == [90]
+    one_left = requeued[:1] + array(101, submitted=2)[1:]  # one task kept its submit time
+    assert match_worker_array(ours, peer_services(ours, [earlier]), one_left, NAME).array_job_id == 101
+
+
+def test_cancelling_services_together_takes_every_array_only_they_can_have_submitted() -> None:
+    first, second = service(100, start=0), service(103, start=3)
+    bystander = service(110, start=20, name="dag_c.service")
+    records = [first, second, bystander, *array(101, 1), *array(104, 4), *array(111, 21)]
+    assert attributed_worker_arrays([first, second], records, NAME) == [101, 104]
+    assert attributed_worker_arrays([first], records, NAME) == [101]  # 104: second may have
+    assert attributed_worker_arrays([second], records, NAME) == []  # 104: first ran then too
+    assert attributed_worker_arrays([], records, NAME) == []
 
 
 def test_a_service_that_ended_before_the_submission_is_no_rival() -> None:
     ours = service(100, start=0)
     peers = peer_services(ours, [service(99, start=-60, end=1)])
     assert match_worker_array(ours, peers, array(101, submitted=2), NAME).array_job_id == 101
+
+
+def test_a_marked_comment_keeps_the_marker_its_role_and_the_try_following_the_job() -> None:
+    marker = task_instance_marker("dag", "service", "run", None)
+    submitted = marked_comment(marker, "pathways-service")
+    assert submitted == f"{marker} role=pathways-service"
+    followed = following_comment(marker, 3, "pathways-service")
+    assert followed == f"{marker} role=pathways-service try=3"
+    for comment in (submitted, followed):
+        assert is_marked(comment, marker) and comment_role(comment) == "pathways-service"
+    assert followed_by_try(followed, marker) == 3 and followed_by_try(submitted, marker) is None
+    assert followed_by_try(f"{marker} try=2", marker) == 2  # marked by an earlier version: no role
+    assert comment_role(f"{marker} try=2") is None
+    assert comment_role("role=job") is None  # not this provider's mark
+    assert comment_role(None) is None

@@ -8,6 +8,7 @@ Every test runs per Slurm version and over REST and SSH.
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,12 @@ from typing import Any
 import pytest
 
 from airflow_provider_pathways.hooks.slurm import SlurmHook
-from airflow_provider_pathways.slurm.service import ServiceProbe
-from tests.slurm.conftest import Sandbox, wait_for
+from airflow_provider_pathways.operators.slurm import CancelSlurmJobOperator
+from airflow_provider_pathways.slurm.service import ServiceProbe, service_worker_arrays
+from tests.slurm.conftest import CONN_IDS, Sandbox, wait_for
+from tests.slurm_isolated import claim_isolated_node
 from tests.slurm_scripts import (
+    SHARED_CLUSTER_ENV,
     check,
     copy_service_scripts,
     logged_array,
@@ -74,7 +78,7 @@ def test_two_service_jobs_of_one_name_never_read_each_others_cluster_env(
     alone = wait_for(lambda: (c := check(hook, first, probe)).readiness.ready and c, "the first ready", 90)
     assert f"job={first} " in proxy_banner(alone.readiness.proxy_address or "")
 
-    second, _ = start_service(hook, scripts, name, published=True)
+    second, _ = start_service(hook, scripts, name, published=True, alone=False)
     services.append(second)
     wait_for(
         lambda: "Pathways cluster ready" in service_log(scripts, second), "the second to write its file", 90
@@ -83,5 +87,68 @@ def test_two_service_jobs_of_one_name_never_read_each_others_cluster_env(
         look = check(hook, service, probe).readiness
         assert not look.ready and look.proxy_address is None
         assert f"cannot tell whose {path} this is" in look.reason
-        assert f"service job(s) {other} of the same user and name" in look.reason
+        assert f"job(s) {other} of the same Slurm user" in look.reason
         assert "cluster_env_variable" in look.reason  # the way out is named
+
+
+def test_two_services_of_one_user_under_two_names_never_take_each_others_proxy_or_workers(
+    sandbox: Sandbox, hook: SlurmHook, transport: str, scripts: Path, services: list[int]
+) -> None:
+    """Issue 34, item 3, as a user tried it: two DAGs' services under one Slurm user (two job names,
+    ``<dag_id>.<task_id>``), seed 002's script (``~/pathways/cluster.env``, an array named after
+    ``run_worker_slice.sh``, neither naming a job), B submitted 2 s after A and writing its file
+    first. A must not report B's proxy, and cancelling A (kill, timeout and teardown share the
+    lookup) must cancel A's worker array and leave B's workers running."""
+    token = uuid.uuid4().hex[:8]
+    probe = ServiceProbe(cluster_env_path=SHARED_CLUSTER_ENV, min_slices=2)
+    with claim_isolated_node(sandbox.settings, sandbox.run) as isolated:
+        # A's slices wait behind a job of another user (root) that fills the isolated node: B,
+        # whose slices run at once, writes cluster.env first.
+        blocker = sandbox.sbatch(
+            f"--partition={isolated.partition}", f"--cpus-per-task={isolated.cpus}", "--wrap", "sleep 600"
+        )
+        wait_for(lambda: states(sandbox, blocker) == {"RUNNING"}, "the job filling the isolated node")
+        first, _ = start_service(
+            hook,
+            scripts,
+            f"dag_a_{token}.service",
+            published=True,
+            leaves_workers=True,
+            environment={"PATHWAYS_WORKER_PARTITION": isolated.partition},
+        )
+        services.append(first)
+        first_array = wait_for(lambda: logged_array(scripts, first), "A's worker array", 60)
+        time.sleep(2)  # B's start lies seconds after A's array (Slurm's times are whole seconds)
+        second, _ = start_service(
+            hook, scripts, f"dag_b_{token}.service", published=True, leaves_workers=True, alone=False
+        )
+        services.append(second)
+        wait_for(lambda: "Pathways cluster ready" in service_log(scripts, second), "B to write its file", 90)
+        second_array = logged_array(scripts, second)
+        assert second_array is not None and "Pathways cluster ready" not in service_log(scripts, first)
+
+        look = check(hook, first, probe).readiness
+        assert not look.ready and look.proxy_address is None, look  # never B's proxy
+        assert f"job(s) {second} of the same Slurm user" in look.reason, look.reason
+        assert "cluster_env_variable" in look.reason and "max_active_runs=1" in look.reason
+        theirs = check(hook, second, probe).readiness  # B cannot tell A out either: A ran too
+        assert not theirs.ready and f"job(s) {first} of the same Slurm user" in theirs.reason, theirs.reason
+
+        # What a kill, a timeout or the teardown cancels: A's own array, never B's.
+        found = hook.run_on_private_loop(lambda: service_worker_arrays(hook, [first], probe))
+        assert found == [first_array], (found, first_array, second_array)
+        stopped = CancelSlurmJobOperator(task_id="stop", job_ids=[first], slurm_conn_id=CONN_IDS[transport])
+        try:
+            assert stopped.execute({}) == {"cancelled": [first, first_array], "already_ended": []}
+        finally:
+            stopped.hook.close()
+        wait_for(lambda: states(sandbox, first_array) == {"CANCELLED"}, "A's slices to be cancelled")
+        time.sleep(2)  # B's slices stay up
+        assert states(sandbox, second_array) == {"RUNNING"}
+        assert states(sandbox, second) == {"RUNNING"}
+
+
+def states(sandbox: Sandbox, job: int) -> set[str]:
+    """The states of a job or of every task of an array."""
+    out = sandbox.run("squeue", "-h", "-r", "-t", "all", "-j", str(job), "-o", "%T", check=False).stdout
+    return set(out.split())

@@ -165,7 +165,7 @@ def test_array_tasks_with_pending_ranges(
 def test_jobs_of_the_user_by_name(hook: SlurmHook, sandbox: Sandbox, jobs: list[int], workdir: Path) -> None:
     """One listing finds the connection user's jobs of exactly one name, every array task included,
     with user and submit time: what finds a worker array submitted as ``sbatch run_worker_slice.sh``
-    (sbatch names a job after its script file)."""
+    (sbatch names a job after its script file). Another lists them whatever their names."""
     go = workdir / "go"
     name = f"named-{uuid.uuid4().hex[:8]}"
     common: dict[str, Any] = {"working_directory": str(workdir), "output": str(workdir / "named-%j.out")}
@@ -181,6 +181,10 @@ def test_jobs_of_the_user_by_name(hook: SlurmHook, sandbox: Sandbox, jobs: list[
     assert {j.user for j in named} == {sandbox.user}
     assert all(j.submit_time is not None and j.name == name for j in named)
     assert hook.get_jobs_named(name[:-1]) == []  # exact names only
+    mine = hook.get_user_jobs()  # every name: how a service tells other services of its user
+    assert {array_id, single, other} <= {j.array_job_id or j.job_id for j in mine}
+    assert roots not in {j.job_id for j in mine} and {j.user for j in mine} == {sandbox.user}
+    assert sorted(j.array_task_id for j in mine if j.array_job_id == array_id) == [0, 1, 2]
     _go(sandbox, go)
 
 

@@ -24,7 +24,8 @@
 #                             like Cluster Director recreating a slice's nodes (default 0)
 #   PATHWAYS_AS_PUBLISHED     1: do only what the published documentation promises: submit the
 #                             worker script as an array under the name sbatch gives it (its file
-#                             name), name the array nowhere, and write only JAX_BACKEND_TARGET to
+#                             name), name the array nowhere and this job nowhere in the array (nor
+#                             in its output file's name), and write only JAX_BACKEND_TARGET to
 #                             $HOME/pathways/cluster.env (PATHWAYS_CLUSTER_ENV is ignored) (default 0)
 #   PATHWAYS_CANCEL_WORKERS_ON_EXIT  1: cancel the worker array when this job ends (scancel,
 #                             time limit); 0: leave it running, as nothing published promises that
@@ -199,8 +200,12 @@ else
 	export PATHWAYS_SLICE_SHAPE=$SLICE_SHAPE
 	export PATHWAYS_GCS_SCRATCH_LOCATION=$SCRATCH
 	export PATHWAYS_MAX_SLICES=$MAX_SLICES
+	# As published, nothing the array carries names this job (its output file neither): %A is the
+	# array's own id.
+	worker_output=$LOG_DIR/${ARRAY_NAME}_%a.out
+	((AS_PUBLISHED)) && worker_output=$LOG_DIR/run_worker_slice-%A_%a.out
 	sbatch_args=(--parsable --array="0-$((MAX_SLICES - 1))" --ntasks=1 --cpus-per-task=1 --requeue
-		--open-mode=append --output="$LOG_DIR/${ARRAY_NAME}_%a.out" --chdir="$LOG_DIR")
+		--open-mode=append --output="$worker_output" --chdir="$LOG_DIR")
 	((AS_PUBLISHED)) || sbatch_args+=(--job-name="$ARRAY_NAME" --comment="pathways-service=$SERVICE_JOB_ID")
 	[[ -n $WORKER_PARTITION ]] && sbatch_args+=(--partition="$WORKER_PARTITION")
 	for attempt in 1 2 3; do

@@ -101,6 +101,11 @@ with dag("gke_google"):
 with dag("gke_failover"):
     train("gke_failover", deferrable=True, retries=0, annotations=GATED)
 
+# 2b. The triggerer stalls during the deferred wait until the other one took the trigger over, then
+#     goes on.
+with dag("gke_stalled_triggerer"):
+    train("gke_stalled_triggerer", deferrable=True, retries=0, annotations=GATED)
+
 # 3. The worker dies during a polling wait; the retry reattaches; then the job succeeds, fails or
 #    is preempted. Or the worker is cut off (frozen) until a retry has reattached, then comes back
 #    ("superseded").
@@ -172,7 +177,8 @@ with dag("gke_mapped_budget"):
         job=spec(),
         namespace=namespace("gke_mapped_budget"),
         kubernetes_conn_id="gke_sandbox",
-        deferrable=True,
+        deferrable=False,
+        poll_interval=2,
         annotations=GATED,
         retry_policy=PathwaysRetryPolicy(
             base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2), retry_unclassified=False

@@ -118,6 +118,11 @@ for t in TRANSPORTS:
     with dag(f"slurm_failover_{t}"):
         workload(t, deferrable=True, retries=0)
 
+    # 2b. The triggerer stalls during the deferred wait until the other one took the trigger over,
+    #     then goes on.
+    with dag(f"slurm_stalled_triggerer_{t}"):
+        workload(t, deferrable=True, retries=0)
+
     # 3. The worker dies during a polling wait; then the job succeeds, fails or is preempted. Or it is
     #    cut off (frozen) until a retry has reattached, then comes back ("superseded").
     for outcome in ("success", "fail", "preempt", "superseded"):
