@@ -49,27 +49,6 @@ def run_dag(dag: Any, conf: dict[str, Any] | None = None, **test_args: Any) -> d
     return outcomes_of(dag, run.run_id)
 
 
-def run_dag_to_its_end(
-    dag: Any, conf: dict[str, Any] | None = None, **test_args: Any
-) -> dict[str, TaskOutcome]:
-    """:func:`run_dag`, also on Airflow 2, whose ``dag.test()`` lets a task's ``AirflowTaskTimeout``
-    (a ``BaseException`` there) escape the run once the task instance recorded its failure: the
-    outcomes of the DAG's latest run then."""
-    from airflow.models.dagrun import DagRun
-    from airflow.providers.common.compat.sdk import AirflowTaskTimeout
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    try:
-        return run_dag(dag, conf, **test_args)
-    except AirflowTaskTimeout:
-        with create_session() as session:
-            run_id = session.scalar(
-                select(DagRun.run_id).where(DagRun.dag_id == dag.dag_id).order_by(DagRun.id.desc()).limit(1)
-            )
-        return outcomes_of(dag, run_id)
-
-
 def clear_and_rerun(dag: Any, logical_date: datetime) -> dict[str, TaskOutcome]:
     """Clear the run of ``dag`` at ``logical_date`` the way the UI's *Clear* does (Airflow 3.3
     keeps each task's ``task_state_store``), then run it again the way ``dag.test()`` runs one."""

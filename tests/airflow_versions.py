@@ -32,6 +32,13 @@ EXECUTION_TIMEOUT = pytest.mark.skipif(
     not AIRFLOW_V_3_0_PLUS, reason="Airflow 2's dag.test() lets AirflowTaskTimeout escape the run"
 )
 
+#: Airflow 2's ``dag.test()`` sets no start date on the task instance it runs, so a deferred try has
+#: no ``execution_timeout`` deadline there (tests/operators/test_deferred_execution_timeout.py runs
+#: the task instance as a worker does instead).
+DEFERRED_EXECUTION_TIMEOUT = pytest.mark.skipif(
+    not AIRFLOW_V_3_0_PLUS, reason="Airflow 2's dag.test() sets no start date: a deferral has no deadline"
+)
+
 
 def quiet_dag_test_debug_lines() -> None:
     """Airflow 3.0's ``dag.test()`` never configures structlog, whose default prints debug lines

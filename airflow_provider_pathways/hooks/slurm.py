@@ -120,7 +120,11 @@ class SlurmHook(BaseHook):
 
     async def _a_settings(self) -> SlurmSettings:
         if self._settings is None:
-            conn = await self.aget_connection(self.slurm_conn_id)
+            aget_connection = getattr(self, "aget_connection", None)  # Airflow 3.1+
+            if aget_connection is not None:
+                conn = await aget_connection(self.slurm_conn_id)
+            else:  # Airflow 2.11 and 3.0: read in a thread, off the triggerer's loop
+                conn = await asyncio.to_thread(self.get_connection, self.slurm_conn_id)
             self._settings = SlurmSettings.from_connection(conn)
         return self._settings
 

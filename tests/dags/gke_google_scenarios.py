@@ -37,3 +37,40 @@ with DAG("gke_google_long_wait_deferred", schedule=None, start_date=START) as lo
 
 with DAG("gke_google_long_wait_polling", schedule=None, start_date=START) as long_wait_polling:
     _train("polling")
+
+
+# The credentials get no new access token in the middle of the wait (the test refuses every grant
+# once the program runs): the try fails for good though retries are left, and the job is handled as
+# the last try's give-up policy says (``failure`` in ``delete_on``: delete it; else keep it).
+REFUSED_POLICIES = {"delete": ("success", "failure", "kill"), "keep": ("success", "kill")}
+
+
+def refused_namespace(mode: str, policy: str) -> str:
+    return f"google-refused-{mode}-{policy}"
+
+
+def _refused(mode: str, policy: str) -> DAG:
+    with DAG(f"gke_google_refused_{mode}_{policy}", schedule=None, start_date=START) as dag:
+        PathwaysJobOperator(
+            task_id="train",
+            job=PathwaysJobSpec.from_tpu_type(
+                "v5litepod-16",
+                num_slices=1,
+                pathways_dir="gs://pathways-test-bucket/scratch",
+                template={"spec": {"containers": [{"name": "main", "image": "python:3.12"}]}},
+            ),
+            namespace=refused_namespace(mode, policy),
+            kubernetes_conn_id=CONN,
+            deferrable=mode == "deferred",
+            poll_interval=1,
+            retries=2,
+            delete_on=REFUSED_POLICIES[policy],
+            annotations={f"{KNOB}program-seconds": "300"},
+        )
+    return dag
+
+
+refused_deferred_delete = _refused("deferred", "delete")
+refused_deferred_keep = _refused("deferred", "keep")
+refused_polling_delete = _refused("polling", "delete")
+refused_polling_keep = _refused("polling", "keep")

@@ -99,3 +99,41 @@ def test_a_task_cleared_while_it_runs_deletes_its_job_and_runs_a_fresh_one(
     assert len(seen.extra["jobs"]) == 2 and seen.extra["program_runs"] == 2
     assert seen.xcom["status"]["phase"] == "succeeded"
     assert seen.extra["leftovers"] == {}
+
+
+@scenario("gke_clear_serving")
+def gke_clear_serving(stage: Stage, name: str) -> TaskOutcome:
+    airflow, dag_id = stage.airflow, "gke_clear_serving"
+    ns = namespace(dag_id)
+    run_id = airflow.trigger(dag_id)
+    airflow.wait_run(dag_id, run_id, WAIT)  # ready: the task succeeds, the job serves on
+    again = airflow.clear(dag_id, run_id, "train")
+    airflow.wait_ti(
+        dag_id,
+        run_id,
+        "train",
+        f"try {again} to finish",
+        lambda t: t["try_number"] == again and t["state"] in ("success", "failed"),
+        WAIT,
+    )
+    airflow.wait_run(dag_id, run_id, WAIT)
+    seen = outcome(airflow, dag_id, run_id, xcom_keys=("return_value",))
+    seen.extra["again"] = again
+    seen.extra["jobs"] = stage.kube.jobs_created(ns)
+    seen.extra["program_runs"] = stage.kube.program_runs(ns)
+    seen.extra["serving"] = stage.kube.leftovers(ns).get("pathwaysjobs", [])
+    for job in seen.extra["serving"]:  # end the program: the run is over
+        gke_end_program(stage, dag_id, job)
+    return seen
+
+
+@pytest.mark.scenario("gke_clear_serving")
+def test_clearing_a_task_whose_ready_job_serves_on_follows_it_and_does_not_restart_it(
+    seen: TaskOutcome,
+) -> None:
+    """The clear killed no try (the task had succeeded at ``wait_until="ready"``), so it ends no
+    job: the cleared try reattaches to the serving job and reports it ready again."""
+    assert (seen.state, seen.try_number) == ("success", seen.extra["again"])
+    assert "Reattaching to PathwaysJob" in seen.log(seen.extra["again"])
+    assert len(seen.extra["jobs"]) == 1 and seen.extra["program_runs"] == 1
+    assert seen.extra["serving"] == [seen.xcom["return_value"]["name"]]

@@ -8,13 +8,21 @@ import os
 import threading
 from typing import Any
 
+import aiohttp
 import psutil
 import pytest
 import structlog
 
 from airflow_provider_pathways.failures import FailureClass
-from airflow_provider_pathways.gke.objects import JOBSET, PATHWAYS_JOB, JobKind, StatusOptions
+from airflow_provider_pathways.gke.objects import (
+    DEFAULT_STATUS_OPTIONS,
+    JOBSET,
+    PATHWAYS_JOB,
+    JobKind,
+    StatusOptions,
+)
 from airflow_provider_pathways.gke.status import Phase
+from airflow_provider_pathways.hooks import kubernetes as kubernetes_hook
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from tests.kube_jobs import CONN, new_spec, wait_for
 
@@ -215,44 +223,29 @@ async def test_a_watch_cut_by_its_peer_is_reopened_at_once_and_is_no_outage(
     assert api_warnings(logs) == []
 
 
-async def test_a_watch_cut_right_after_it_opened_counts_as_a_failure(
-    hook: PathwaysJobHook, kube: Any
+async def test_a_watch_cut_right_after_it_opened_is_a_failure_not_a_cut(
+    hook: PathwaysJobHook, kube: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Cut less than a second after it opened, before any event, a watch did not really work
-    (client-go's "very short watch", ``tools/cache/reflector.go``): it starts the outage window, with
-    its warning and backoff, rather than being reopened in a tight loop; the wait still goes on."""
+    """Cut before it delivered any event, right after it opened, a watch did not really work
+    (client-go's "very short watch": less than a second and no event, ``tools/cache/reflector.go``):
+    the error reaches the wait, which starts its outage window (warning, backoff, reconnect counted)
+    rather than reopening in a tight loop. (The limit is raised here: a slow machine must not make
+    the cut late.)"""
+    monkeypatch.setattr(kubernetes_hook, "VERY_SHORT_WATCH_SECONDS", 30.0)
     spec = new_spec(NS, headless=True, max_ready_slices=0)
     await asyncio.to_thread(hook.create_job, spec.to_pathwaysjob(), NS)
-    recovered: list[float] = []
-
-    async def on_recovered(lasted: float) -> None:
-        recovered.append(lasted)
-
-    with structlog.testing.capture_logs() as logs:
-        statuses = hook.a_watch_status(spec.name, NS, outage_tolerance=60, on_recovered=on_recovered)
-        while not (await statuses.__anext__()).head_ready:  # settle: nothing changes now
-            pass
-        waiting = asyncio.ensure_future(statuses.__anext__())
-        kube.control("requests/reset")
-        for cut in (1, 2):  # the watch that delivered the statuses, then the one that replaced it
-            assert not api_warnings(logs)  # the first cut is no outage
-            kube.control("watches/drop")  # the second within the second it opened, before any event
-            await wait_for_async(  # the stand-in counts a watch request once it ended
-                lambda: (
-                    kube.control("requests")["by_verb"].get("watch", 0) >= cut  # noqa: B023
-                    and kube.control("state")["openWatches"]
-                ),
-                f"cut watch {cut} to end and another to open",
-            )
-        await asyncio.to_thread(kube.action, NS, spec.name, "suspend")
-        status = await asyncio.wait_for(waiting, 30)
-        await statuses.aclose()
-    assert status.phase is Phase.SUSPENDED
-    assert len(recovered) == 1
-    assert [w.split(";")[0] for w in api_warnings(logs)] == [
-        "Kubernetes API error (ClientPayloadError: Response payload is not completed: "
-        "<TransferEncodingError: 400, message='Not enough data to satisfy transfer length header.'>)"
-    ]
+    async for status in hook.a_watch_status(spec.name, NS):  # settle: nothing changes after this
+        if status.head_ready:
+            break
+    async with hook.a_client() as client:
+        watch = kubernetes_hook.JobWatch(hook, client, spec.name, NS, DEFAULT_STATUS_OPTIONS, 60)
+        await watch.relist()
+        changing = asyncio.ensure_future(watch.next_change())
+        await wait_for_async(lambda: bool(watch.streams), "the watch to open")
+        await asyncio.to_thread(kube.control, "watches/drop")
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await asyncio.wait_for(changing, 30)
+        watch.close_streams()
     await hook.a_delete_job(spec.name, NS)
 
 

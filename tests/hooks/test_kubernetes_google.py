@@ -16,12 +16,15 @@ import aiohttp
 import pytest
 import yaml
 
+from airflow_provider_pathways.gke.objects import JobKind
 from airflow_provider_pathways.hooks.kubernetes import CredentialsRefused, PathwaysJobHook
 from airflow_provider_pathways.hooks.kubernetes_google import GkeConnectionError
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 from sandbox.kube.launcher import KubeStandin, start_kube_standin
 from tests.airflow_runs import load_dag, run_dag
-from tests.kube_jobs import async_wait_for, new_spec
+from tests.airflow_versions import TASK_LOG_IN_OUTPUT
+from tests.dags.gke_google_scenarios import refused_namespace
+from tests.kube_jobs import act_when, async_wait_for, new_spec, stand_in_objects
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -179,6 +182,68 @@ async def test_a_wait_whose_credentials_get_no_new_token_ends_with_an_error_nami
         assert TOKEN_PREFIX not in message
     assert TOKEN_PREFIX not in caplog.text
     assert hook.delete_job(spec.name, NS) is True
+
+
+@pytest.mark.parametrize("policy", ["delete", "keep"])
+@pytest.mark.parametrize("mode", ["deferred", "polling"])
+def test_credentials_refused_in_the_middle_of_a_wait_fail_the_try_for_good(
+    short_lived: KubeStandin, capfd: pytest.CaptureFixture[str], mode: str, policy: str
+) -> None:
+    """The service account is disabled while the task waits. Google's token endpoint answers the
+    next grant ``400 {"error": "invalid_grant", ...}`` (RFC 6749 section 5.2; "Invalid grant:
+    account not found" for a disabled or deleted account), which google-auth raises as a
+    ``RefreshError`` it does not retry (``google.oauth2._client._can_retry``). The API server signs
+    in each request, not an open watch (k8s.io/apiserver ``WithAuthentication``): the refusal shows
+    when the wait looks again, or its watch comes back (each second here).
+
+    No retry would see more, so the try fails at once though two retries are left, with the
+    ``GkeConnectionError`` a refusal at the start raises (the connections, and what to check); and
+    as no try will follow the job, it is handled as the last try's give-up policy says: with
+    ``failure`` in ``delete_on`` a delete is tried, which the same refusal stops (the message says to
+    end the job by hand); without, it is left running, and the message says so."""
+    namespace = refused_namespace(mode, policy)
+    dag = load_dag("gke_google_scenarios.py", f"gke_google_refused_{mode}_{policy}")
+    hook = PathwaysJobHook(kubernetes_conn_id=None, config_file=str(short_lived.kubeconfig))
+    for left in stand_in_objects(short_lived, "pathwaysjobs", namespace):  # by an earlier run
+        hook.delete_job(left["metadata"]["name"], namespace)
+        hook.wait_until_deleted(left["metadata"]["name"], namespace, JobKind.PATHWAYS_JOB, 30)
+
+    def program_runs() -> bool:
+        pods = short_lived.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+        return any(
+            "pathways-head" in p["metadata"]["name"] and p["status"].get("phase") == "Running" for p in pods
+        )
+
+    refusing = act_when(program_runs, lambda _: short_lived.control("google/refuse", on="true"), timeout=120)
+    try:
+        outcome = run_dag(dag)["train"]
+        refusing.join(5)
+    finally:
+        short_lived.control("google/refuse", on="false")
+    logs = capfd.readouterr().out
+    jobs = stand_in_objects(short_lived, "pathwaysjobs", namespace)
+    for job in jobs:
+        hook.delete_job(job["metadata"]["name"], namespace)
+
+    assert refusing.failures == []  # type: ignore[attr-defined]
+    assert (outcome.state, outcome.try_number) == ("failed", 1)
+    assert [j["metadata"].get("deletionTimestamp") for j in jobs] == [None]  # still there, running
+    if TASK_LOG_IN_OUTPUT:
+        refused = (
+            "Kubernetes connection 'gke_google' (Google connection 'gcp_google'): the Google "
+            "credentials got no access token (invalid_grant: Invalid grant: account not found); "
+            "check that the account, its key and its impersonation rights are still valid"
+        )
+        failed = "airflow_provider_pathways.hooks.kubernetes_google.GkeConnectionError: "
+        assert f"{failed}{refused}" in logs or f"{failed}watching {namespace}/" in logs
+        assert refused in logs
+        if policy == "delete":
+            assert "could not be deleted or cancelled either for the same reason" in logs
+            assert "may still be running: end it by hand" in logs
+        else:
+            assert "is left running, as the task's cleanup policy says" in logs
+        assert "PathwaysWatchLost" not in logs and "is kept, and the next try reattaches" not in logs
+    assert TOKEN_PREFIX not in logs
 
 
 async def _first_event(trigger: PathwaysJobTrigger) -> dict[str, Any]:

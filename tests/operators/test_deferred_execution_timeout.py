@@ -15,6 +15,7 @@ the task instance as a worker does (``TaskInstance.run``), and run the scheduler
 
 from __future__ import annotations
 
+import subprocess
 import time
 import uuid
 from datetime import timedelta
@@ -157,10 +158,13 @@ def test_a_deferred_slurm_job_at_its_execution_timeout_is_cancelled_on_airflow_2
     )
     _defer(ti)
     job_id = ti.xcom_pull(task_ids="train", key="job_id")
-    assert job_state(job_id) in ("PENDING", "RUNNING")
-    _resume(ti, resumed_by)
-    assert (ti.state, ti.try_number) == (TaskInstanceState.FAILED, 1)
-    wait_for(lambda: job_state(job_id) == "CANCELLED", f"Slurm job {job_id} to be cancelled", 20)
+    try:
+        assert job_state(job_id) in ("PENDING", "RUNNING")
+        _resume(ti, resumed_by)
+        assert (ti.state, ti.try_number) == (TaskInstanceState.FAILED, 1)
+        wait_for(lambda: job_state(job_id) == "CANCELLED", f"Slurm job {job_id} to be cancelled", 20)
+    finally:
+        subprocess.run(["scancel", str(job_id)], check=False)  # what a failure left running
 
 
 def test_the_operators_defer_without_a_trigger_timeout() -> None:

@@ -9,8 +9,13 @@ import pytest
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.gke.task_job import followed_by_try
-from tests.airflow_runs import load_dag, run_dag, run_dag_to_its_end
-from tests.airflow_versions import EXECUTION_TIMEOUT, RETRY_AFTER_DEFERRAL, TASK_LOG_IN_OUTPUT
+from tests.airflow_runs import load_dag, run_dag
+from tests.airflow_versions import (
+    DEFERRED_EXECUTION_TIMEOUT,
+    EXECUTION_TIMEOUT,
+    RETRY_AFTER_DEFERRAL,
+    TASK_LOG_IN_OUTPUT,
+)
 from tests.kube_jobs import act_when, stand_in_objects
 
 DAGS = "gke_scenarios.py"
@@ -154,6 +159,7 @@ def test_a_failing_program_is_not_retried_by_the_preemption_budget(
 
 
 @pytest.mark.slow
+@DEFERRED_EXECUTION_TIMEOUT
 def test_execution_timeout_ends_a_deferred_wait_and_deletes_the_job(
     kube: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -296,18 +302,14 @@ def test_a_polling_try_past_its_execution_timeout_applies_the_failure_policy(
     assert [job["metadata"].get("deletionTimestamp") is None for job in jobs] == ([True] if kept else [])
 
 
-@pytest.mark.versioned  # Airflow 2 fails such a try before its resume method runs
+@DEFERRED_EXECUTION_TIMEOUT
 @pytest.mark.parametrize(("events", "kept"), [(("success", "failure"), False), (("kill",), True)])
 def test_a_deferred_try_past_its_execution_timeout_applies_the_failure_policy(
     kube: Any, capfd: pytest.CaptureFixture[str], events: tuple[str, ...], kept: bool
 ) -> None:
     """The trigger's timeout event at the try's ``execution_timeout`` gives up on the job as the
-    failure policy says, on every Airflow version: Airflow 2 resumes the try past that timeout and
-    fails it before ``execute_complete`` runs, calling ``on_kill`` on an operator that knows no job
-    (which left the job running, whatever ``delete_on`` said)."""
-    outcome = run_dag_to_its_end(load_dag(DAGS, f"gke_deferred_timeout_delete_on_{'_'.join(events)}"))[
-        "train"
-    ]
+    failure policy says (on Airflow 2, tests/operators/test_deferred_execution_timeout.py)."""
+    outcome = run_dag(load_dag(DAGS, f"gke_deferred_timeout_delete_on_{'_'.join(events)}"))["train"]
     logs = capfd.readouterr().out
     assert (outcome.state, outcome.try_number) == ("failed", 1)
     if TASK_LOG_IN_OUTPUT:

@@ -10,7 +10,9 @@ As kueue does it:
   queue's admitted Workloads; unlimited by default; each LocalQueue has its own ClusterQueue here) and
   the ``sandbox.pathways.dev/kueue-admit-after-seconds`` knob (seconds after queueing, or ``never``);
   higher ``kueue.x-k8s.io/priority-class`` first, then first come first served;
-- admission sets ``QuotaReserved`` and ``Admitted`` True and unsuspends the JobSet; a workload that does
+- admission sets ``QuotaReserved`` and ``Admitted`` True and unsuspends the JobSet, and unsuspends it
+  again whenever someone else suspends it while its Workload stays admitted (``jobframework``'s
+  reconciler: "Job admitted, unsuspending"); a workload that does
   not fit may preempt lower-priority admitted ones (``Evicted`` reason ``Preempted``, ``Preempted``
   reason ``InClusterQueue``), which go back to the queue;
 - eviction (``evict`` action) suspends the JobSet with one of the real reasons (``Preempted``,
@@ -169,6 +171,10 @@ class KueueController(Controller):
             ),
             None,
         )
+        if finished is None and jobset["spec"].get("suspend") is True and _true(workload, "Admitted"):
+            # jobframework/reconciler.go, "7. handle job is suspended": an admitted Workload's job
+            # that someone else suspended is started again ("Job admitted, unsuspending")
+            self._suspend(jobset, False)
         if finished is not None and not _true(workload, "Finished"):
             success = finished["type"] == "Completed"
             self._write(

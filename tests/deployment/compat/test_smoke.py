@@ -2,7 +2,8 @@
 after the worker's SIGKILL that follows the same job (found by its owner labels where there is no
 task_state_store), a preemption retried with a fresh job, a deferred task marked failed whose job
 is deleted (before 3.3 by the trigger's cleanup, which asks the execution API, or on Airflow 2 the
-database), and the compilation-cache cleanup after training."""
+database), a deferred try at its execution_timeout whose job is deleted, and the compilation-cache
+cleanup after training."""
 
 from __future__ import annotations
 
@@ -114,6 +115,28 @@ def compat_killed_deferred(stage: Stage, name: str) -> TaskOutcome:
 def test_a_deferred_task_marked_failed_has_its_job_deleted(seen: TaskOutcome) -> None:
     assert (seen.state, seen.try_number) == ("failed", 1)
     assert seen.extra["leftovers"] == {}  # no PathwaysJob, JobSet or pod left
+
+
+@scenario("compat_deferred_execution_timeout")
+def compat_deferred_execution_timeout(stage: Stage, name: str) -> TaskOutcome:
+    airflow, dag_id = stage.airflow, "compat_deferred_execution_timeout"
+    run_id = airflow.trigger(dag_id)
+    gke_waiting(stage, dag_id, run_id, "deferred")
+    airflow.wait_run(dag_id, run_id, RUN_TIMEOUT)
+    seen = _evidence(stage, dag_id, run_id)
+    with contextlib.suppress(ConditionTimeout):
+        wait_for(lambda: not stage.kube.leftovers(namespace(dag_id)), "the job to go", CLEANUP_TIMEOUT, 0.5)
+    seen.extra["leftovers"] = stage.kube.leftovers(namespace(dag_id))
+    return seen
+
+
+@pytest.mark.scenario("compat_deferred_execution_timeout")
+def test_a_deferred_try_at_its_execution_timeout_deletes_its_job(seen: TaskOutcome) -> None:
+    """Before the fix, Airflow 2 left the job running: it fails a try resumed past its
+    execution_timeout before the operator's resume method runs."""
+    assert (seen.state, seen.try_number) == ("failed", 1)
+    assert "within the task's execution_timeout" in seen.log(1)
+    assert len(seen.extra["jobs"]) == 1 and seen.extra["leftovers"] == {}
 
 
 STALE = {f"compat_cache_cleanup/compilation_cache/default/e{i}.binarypb": 100 for i in range(5)}

@@ -169,6 +169,11 @@ for mode, deferrable in (("deferred", True), ("polling", False)):
             retry_policy=FAST_RETRY,
         ).expand(labels=[{"shard": str(i)} for i in range(MAPPED)])
 
+# A task whose wait succeeded at "ready" and whose job serves on, then cleared: no try followed the
+# job when it was cleared, so the cleared try follows it (reports it ready again), not restarts it.
+with dag("gke_clear_serving"):
+    train("gke_clear_serving", deferrable=True, retries=0, wait_until="ready", annotations=GATED)
+
 # Mapped tasks get the unmapped task's preemption budget and retry policy: with no ``retries`` a
 # preempted index is retried; with ``retries=2`` and no ``retry_policy`` a failing program is not.
 with dag("gke_mapped_budget"):
@@ -177,8 +182,7 @@ with dag("gke_mapped_budget"):
         job=spec(),
         namespace=namespace("gke_mapped_budget"),
         kubernetes_conn_id="gke_sandbox",
-        deferrable=False,
-        poll_interval=2,
+        deferrable=True,
         annotations=GATED,
         retry_policy=PathwaysRetryPolicy(
             base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2), retry_unclassified=False

@@ -71,6 +71,23 @@ def test_queued_jobset_is_suspended_at_creation(
     wait_for(lambda: helpers.rjob_status(pw_api.jobset(namespace, "held"), "worker").get("ready") == 2)
 
 
+def test_an_admitted_jobset_suspended_by_someone_else_is_started_again(
+    custom, kube, namespace, make_jobset, pw_api, queue, wait_for, helpers
+):
+    """kueue jobframework/reconciler.go, "7. handle job is suspended": a suspended job whose
+    Workload is admitted is unsuspended ("Job admitted, unsuspending"); a JobSet with a queue is
+    never left suspended under an admitted Workload (the provider would wait on it for ever)."""
+    created = pw_api.create_jobset(namespace, _queued(make_jobset, "kept-running", queue))
+    wait_for(
+        lambda: helpers.rjob_status(pw_api.jobset(namespace, "kept-running"), "worker").get("ready") == 2
+    )
+    custom.patch_namespaced_custom_object(
+        "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", "kept-running", {"spec": {"suspend": True}}
+    )
+    wait_for(lambda: pw_api.jobset(namespace, "kept-running")["spec"]["suspend"] is False)
+    assert _cond(_workload(custom, namespace, created), "Admitted")["status"] == "True"
+
+
 def test_pathwaysjob_labels_reach_the_jobset(custom, namespace, make_pathways_job, pw_api, queue, wait_for):
     """pathwaysjob_controller.go copies the PathwaysJob's labels to its JobSet, so Kueue queues it."""
     body = make_pathways_job(

@@ -60,6 +60,17 @@ with dag("compat_preempted"):
 with dag("compat_killed_deferred"):
     train("compat_killed_deferred", deferrable=True, retries=2)
 
+# The deferred try reaches its execution_timeout while its program runs: the job is deleted (failure
+# in delete_on), whether the trigger's timeout event or (Airflow 2) the scheduler's trigger timeout,
+# set to the same moment, resumes the try.
+with dag("compat_deferred_execution_timeout"):
+    train(
+        "compat_deferred_execution_timeout",
+        deferrable=True,
+        retries=0,
+        execution_timeout=timedelta(seconds=40),
+    )
+
 # After training, the stale compilation-cache entries under the job's pathways_dir go; the rest stays.
 with dag("compat_cache_cleanup"):
     train("compat_cache_cleanup", deferrable=True, retries=0) >> CleanupCompilationCacheOperator(
