@@ -531,29 +531,25 @@ class ReattachingJobOperator(BaseOperator):
     def remember_outcome(self, context: Context | None, verdict: Verdict, outcome: JsonValue = None) -> None:
         """Keep the outcome this try reports with the kept job: a new try never stops at a failure
         already reported, and reports a success again (``outcome``) even once the job is gone."""
-        store = context.get("task_state_store") if context is not None else None
-        if store is None:
-            return
-        with contextlib.suppress(Exception):  # best effort; without it the job is judged again
-            stored = store.get(self.external_id_key)
-            if stored is not None:
-                kept = KeptJob.from_stored(stored).reporting(verdict, outcome)
-                store.set(self.external_id_key, kept.to_stored())
+        self._update_kept(context, lambda kept: kept.reporting(verdict, outcome))
 
     def leave_running(self, context: Context | None) -> None:
         """Mark the kept job as left running by a try that ended (its wait is over, or it lost
         sight of the job or gave up on it and kept it): a clear of the task then kills no try that
         follows it, and the cleared try follows the job instead of ending it
         (:attr:`~airflow_provider_pathways.outcomes.KeptJob.left_running`)."""
+        self._update_kept(context, lambda kept: replace(kept, left_running=True))
+
+    def _update_kept(self, context: Context | None, change: Callable[[KeptJob], KeptJob]) -> None:
+        """Rewrite the kept job, if there is one; best effort: without it the job is judged as it
+        was kept."""
         store = context.get("task_state_store") if context is not None else None
         if store is None:
             return
-        with contextlib.suppress(Exception):  # best effort; without it a clear ends the job
+        with contextlib.suppress(Exception):
             stored = store.get(self.external_id_key)
             if stored is not None:
-                store.set(
-                    self.external_id_key, replace(KeptJob.from_stored(stored), left_running=True).to_stored()
-                )
+                store.set(self.external_id_key, change(KeptJob.from_stored(stored)).to_stored())
 
     def forget_job(self, context: Context | None) -> None:
         """Drop the kept job id: the next try submits a fresh job."""

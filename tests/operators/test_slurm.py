@@ -623,23 +623,33 @@ def test_a_replaced_polling_service_cancels_the_worker_array_its_script_leaves_r
         operator.hook.close()
 
 
-def test_a_job_whose_submission_answer_was_lost_is_followed_not_submitted_again(
-    slurm_cluster: dict[str, str], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """slurmrestd submits the job, its answer never comes back (tests/lost_answer.py): try 1 fails
-    without the id. Every job carries its task instance's marker in ``--comment``, and try 2 finds
-    and follows that job instead of running the program a second time."""
-    name = f"lost-answer-{uuid.uuid4().hex[:8]}"
+def _run_losing_the_submission_answer(
+    slurm_cluster: dict[str, str], monkeypatch: pytest.MonkeyPatch, dag_id: str, name: str
+) -> tuple[Any, list[bool]]:
+    """Run ``dag_id`` over slurmrestd through a relay that loses the answer to the first job
+    submission (tests/lost_answer.py): the outcome, and per submission whether it was answered."""
     rest = json.loads(os.environ["AIRFLOW_CONN_SLURM_REST"])
     with LosingRelay(rest["host"], int(rest["port"])) as relay:
         relay.drop("/job/submit")
         lossy = {**rest, "host": "127.0.0.1", "port": relay.port}
         monkeypatch.setenv("AIRFLOW_CONN_SLURM_REST_LOSSY", json.dumps(lossy))
         conf = params(slurm_cluster, "slurm_rest_lossy", job_name=name)
-        outcome = run_dag(load_dag(DAGS, "slurm_lost_answer"), conf)["train"]
+        outcome = run_dag(load_dag(DAGS, dag_id), conf)["train"]
+    return outcome, [answered for request, answered in relay.requests if request.endswith("/job/submit")]
+
+
+def test_a_job_whose_submission_answer_was_lost_is_followed_not_submitted_again(
+    slurm_cluster: dict[str, str], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """slurmrestd submits the job, its answer never comes back: try 1 fails without the id (a lost
+    watch, retried also on the preemption budget). Every job carries its task instance's marker in
+    ``--comment``, and try 2 finds and follows that job instead of running the program again."""
+    name = f"lost-answer-{uuid.uuid4().hex[:8]}"
+    outcome, submits = _run_losing_the_submission_answer(
+        slurm_cluster, monkeypatch, "slurm_lost_answer", name
+    )
     logs = capfd.readouterr().out
-    submits = [answered for request, answered in relay.requests if request.endswith("/job/submit")]
-    assert submits == [False], relay.requests  # one submission, its answer lost; none from try 2
+    assert submits == [False]  # one submission, its answer lost; none from try 2
     assert outcome.state == "success" and outcome.try_number == 2
     assert "which an earlier try of this task instance submitted without learning its id" in logs
     assert "the one run: done" in logs
@@ -652,15 +662,11 @@ def test_a_job_whose_submission_answer_was_lost_on_the_last_try_is_cancelled(
     """The same lost answer with ``retries=0``: no try will follow the job the cluster made, so the
     try finds it by its task instance's marker and cancels it (it ran unwatched to its end)."""
     name = f"lost-last-{uuid.uuid4().hex[:8]}"
-    rest = json.loads(os.environ["AIRFLOW_CONN_SLURM_REST"])
-    with LosingRelay(rest["host"], int(rest["port"])) as relay:
-        relay.drop("/job/submit")
-        lossy = {**rest, "host": "127.0.0.1", "port": relay.port}
-        monkeypatch.setenv("AIRFLOW_CONN_SLURM_REST_LOSSY", json.dumps(lossy))
-        conf = params(slurm_cluster, "slurm_rest_lossy", job_name=name)
-        outcome = run_dag(load_dag(DAGS, "slurm_lost_answer_last_try"), conf)["train"]
+    outcome, submits = _run_losing_the_submission_answer(
+        slurm_cluster, monkeypatch, "slurm_lost_answer_last_try", name
+    )
     logs = capfd.readouterr().out
-    assert (outcome.state, outcome.try_number) == ("failed", 1)
+    assert submits == [False] and (outcome.state, outcome.try_number) == ("failed", 1)
     assert "the answer to the submission was lost" in logs and "this was the last try" in logs
     [[job_id]] = squeue("-t", "all", "-n", name, "-o", "%i")
     assert job_state(job_id) == "CANCELLED"
