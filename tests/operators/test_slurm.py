@@ -467,15 +467,18 @@ def test_a_second_service_job_sharing_cluster_env_is_refused_naming_the_first(
     hook = SlurmHook(slurm_conn_id=conn)
     try:
         wait_until_alone(hook)  # the first service tells its file and array only while alone
-    finally:
+        outcomes = run_dag(
+            load_dag(DAGS, "slurm_two_services_shared_file"),
+            {"conn": conn, "scripts": str(scripts), "job_name": name},
+        )
+    finally:  # dag.test() runs no teardown after a failed setup: leave no service behind
+        for job in hook.get_jobs_named(name):
+            if job.active:
+                stop_service(hook, scripts, job.job_id)
         hook.close()
-    outcomes = run_dag(
-        load_dag(DAGS, "slurm_two_services_shared_file"),
-        {"conn": conn, "scripts": str(scripts), "job_name": name},
-    )
     logs = capfd.readouterr().out
-    first = outcomes["first"].xcom["return_value"]
-    assert outcomes["first"].state == "success"  # alone while it waited
+    assert outcomes["first"].state == "success", re.findall(r"Pathways service \d+: .*", logs)[-3:]
+    first = outcomes["first"].xcom["return_value"]  # alone while it waited
     assert first["proxy_address"] == logged_proxy(scripts, first["job_id"])
     assert outcomes["second"].state == "failed"
     assert outcomes["second"].xcom.get("proxy_address") is None
