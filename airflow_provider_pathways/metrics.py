@@ -119,7 +119,7 @@ TRIGGER_RECONNECTS = Metric(
     "reconnects",
     ("dag_id", "task_id", "backend"),
     "+1 each time a deferred wait reached its API again after an outage (the Kubernetes API server, "
-    "slurmrestd or sshd)",
+    "slurmrestd or sshd); a watch cut by its peer and reopened at once is no outage",
 )
 
 METRICS: tuple[Metric, ...] = (
