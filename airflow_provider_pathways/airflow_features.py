@@ -41,8 +41,13 @@ def inherited_default_args(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     except ImportError:  # Airflow 2
         from airflow.models.dag import DagContext  # type: ignore[no-redef]
         from airflow.utils.task_group import TaskGroupContext  # type: ignore[no-redef]
-    dag = kwargs.get("dag") or DagContext.get_current()
-    group = kwargs.get("task_group") or (TaskGroupContext.get_current(dag) if dag else None)
+    # Airflow 2 names them get_current_dag and get_current_task_group
+    current_dag = getattr(DagContext, "get_current", None) or DagContext.get_current_dag
+    current_group = (
+        getattr(TaskGroupContext, "get_current", None) or TaskGroupContext.get_current_task_group  # type: ignore[attr-defined]
+    )
+    dag = kwargs.get("dag") or current_dag()
+    group = kwargs.get("task_group") or (current_group(dag) if dag else None)
     inherited: dict[str, Any] = dict(getattr(dag, "default_args", None) or {})
     inherited.update(getattr(group, "default_args", None) or {})
     inherited.update(kwargs.get("default_args") or {})
