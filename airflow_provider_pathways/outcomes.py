@@ -114,16 +114,19 @@ def reattach_action(
     *,
     cleared: bool = False,
     kill_ends_job: bool = False,
+    left_running: bool = False,
 ) -> ReattachAction:
     """The action for a job an earlier try submitted, from its judgement and the outcome an
     earlier try already reported for it (None after a crash: nobody reported anything).
     ``cleared``: the task was cleared since a try last followed the job; ``kill_ends_job``: the
-    task's kill deletes or cancels its job."""
+    task's kill deletes or cancels its job; ``left_running``: the try that reported ended with the
+    job alive (:attr:`KeptJob.left_running`), so what it reported was the try's end, not the job's."""
     if judgement.verdict is Verdict.ACTIVE:
         if judgement.suspended and reported is Verdict.FAILED:  # the try that reported its suspension
             return ReattachAction.REPLACE  # failed on it: following it would fail again at once
         return ReattachAction.RESTART if cleared and kill_ends_job else ReattachAction.FOLLOW
-    if reported is Verdict.FAILED:  # also a job that succeeded after a wait_until="ready" try failed
+    if reported is Verdict.FAILED and not left_running:
+        # the job's own end was reported (also a success after a wait_until="ready" try failed)
         return ReattachAction.SUBMIT
     if judgement.verdict is Verdict.SUCCEEDED:
         return ReattachAction.REPORT_SUCCESS

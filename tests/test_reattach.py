@@ -46,6 +46,25 @@ def test_a_new_try_acts_on_the_kept_job_by_its_state_and_what_was_reported(
     assert reattach_action(judgement, reported) is action
 
 
+@pytest.mark.parametrize(
+    ("judgement", "action"),
+    [
+        # resumed and done before the retry looked: its success is reported, the program not run again
+        (JobJudgement.succeeded(), ReattachAction.REPORT_SUCCESS),
+        (PROGRAM_FAILED, ReattachAction.FAIL),
+        (PREEMPTED, ReattachAction.REPLACE),
+        (JobJudgement.active(), ReattachAction.FOLLOW),
+        (JobJudgement.active(suspended=True), ReattachAction.REPLACE),  # still suspended
+    ],
+)
+def test_a_failure_reported_while_the_job_lived_on_leaves_its_own_end_to_be_judged(
+    judgement: JobJudgement, action: ReattachAction
+) -> None:
+    """A try that failed on its job's suspension (``fail_on_suspend``) and kept it for the retry:
+    Kueue may resume the job, and it may end before the retry looks."""
+    assert reattach_action(judgement, Verdict.FAILED, left_running=True) is action
+
+
 def test_the_kept_job_keeps_the_reported_outcome_and_reads_ids_kept_before_outcomes_were() -> None:
     kept = KeptJob({"name": "train-1", "namespace": "ml"}).reporting(
         Verdict.SUCCEEDED, {"phase": "succeeded"}

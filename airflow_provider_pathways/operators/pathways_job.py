@@ -849,7 +849,8 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
             # the last try: once resumed it would run with nobody watching
             released = self._clean_up("suspended, and no retry follows", forget=context)
         if released is None:  # kept: a new try judges it again, and never stops at this reported failure
-            self.remember_outcome(context, Verdict.FAILED)
+            # (a suspended job runs again once resumed: a new try reports its own end)
+            self.remember_outcome(context, Verdict.FAILED, left_running=status.phase is Phase.SUSPENDED)
         raise error
 
     def end_killed_job(self) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 import time
 from abc import abstractmethod
 from collections.abc import Callable
@@ -69,6 +71,24 @@ def task_deadline(task: BaseOperator, context: Context, wait_timeout: float | No
     return Deadline(at, reason)
 
 
+#: How long past Airflow's ``execution_timeout`` alarm a try that is already giving up on its job
+#: has to end it (delete or cancel, per the failure policy) before the alarm cuts it short.
+CLEANUP_GRACE_SECONDS = 60.0
+
+
+def hold_off_execution_timeout_alarm() -> None:
+    """Push Airflow's pending ``execution_timeout`` alarm (``SIGALRM``, armed with ``setitimer`` in
+    the thread that runs ``execute``) back to :data:`CLEANUP_GRACE_SECONDS` from now, when it is
+    due sooner: the try is giving up on its job at its own deadline, which falls a moment before the
+    alarm, and the alarm would otherwise interrupt the cleanup half-way (a job left behind that
+    the failure policy ends). A cleanup that hangs is still cut, by the postponed alarm."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    remaining, _interval = signal.getitimer(signal.ITIMER_REAL)
+    if 0 < remaining < CLEANUP_GRACE_SECONDS:
+        signal.setitimer(signal.ITIMER_REAL, CLEANUP_GRACE_SECONDS)
+
+
 class ReattachingJobOperator(BaseOperator):
     """
     Base of the operators that submit one job and follow it, with or without the triggerer.
@@ -114,6 +134,7 @@ class ReattachingJobOperator(BaseOperator):
     def time_out(self, context: Context, reason: str | None) -> NoReturn:
         """The wait reached a time limit (``reason``): :meth:`give_up`, and let no kill follow. A job
         that giving up keeps is left running (:meth:`leave_running`)."""
+        hold_off_execution_timeout_alarm()
         self._gave_up = True
         self.leave_running(context)
         self.give_up(context, reason)
@@ -460,7 +481,11 @@ class ReattachingJobOperator(BaseOperator):
         stored = kept.job
         cleared = kept.cleared_since(_max_tries(context))
         action = reattach_action(
-            judgement, kept.reported, cleared=cleared, kill_ends_job=self.discards_when_killed()
+            judgement,
+            kept.reported,
+            cleared=cleared,
+            kill_ends_job=self.discards_when_killed(),
+            left_running=kept.left_running,
         )
         job = self.describe_job(stored)
         detail = f": {judgement.message}" if judgement.message else ""
@@ -528,10 +553,21 @@ class ReattachingJobOperator(BaseOperator):
         )
         return self.finish_job(context, stored)
 
-    def remember_outcome(self, context: Context | None, verdict: Verdict, outcome: JsonValue = None) -> None:
+    def remember_outcome(
+        self,
+        context: Context | None,
+        verdict: Verdict,
+        outcome: JsonValue = None,
+        *,
+        left_running: bool = False,
+    ) -> None:
         """Keep the outcome this try reports with the kept job: a new try never stops at a failure
-        already reported, and reports a success again (``outcome``) even once the job is gone."""
-        self._update_kept(context, lambda kept: kept.reporting(verdict, outcome))
+        already reported, and reports a success again (``outcome``) even once the job is gone.
+        ``left_running``: the try fails while its job lives on (suspended, it runs again once
+        resumed), so a new try judges the job's own end (:meth:`leave_running`)."""
+        self._update_kept(
+            context, lambda kept: replace(kept.reporting(verdict, outcome), left_running=left_running)
+        )
 
     def leave_running(self, context: Context | None) -> None:
         """Mark the kept job as left running by a try that ended (its wait is over, or it lost

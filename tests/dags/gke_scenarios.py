@@ -63,6 +63,19 @@ def resume_suspended_jobs(context: Any) -> None:
     standin.action(namespace, name, "resume")
 
 
+def resume_and_await_the_end(context: Any) -> None:
+    """on_retry_callback: the queue re-admits the suspended job, and it runs to its end before the
+    retry looks at it (a slow scheduler, or a long retry_delay)."""
+    resume_suspended_jobs(context)
+    ti = context["ti"]
+    name, namespace = (
+        ti.xcom_pull(task_ids=ti.task_id, key="name"),
+        ti.xcom_pull(task_ids=ti.task_id, key="namespace"),
+    )
+    hook = PathwaysJobHook(kubernetes_conn_id=CONN)
+    wait_for(lambda: hook.get_status(name, namespace).phase is Phase.SUCCEEDED, 30, f"{name} to succeed")
+
+
 def operator(task_id: str, namespace: str, job: Any, **kwargs: Any) -> PathwaysJobOperator:
     kwargs = {**fast_retry(), **kwargs}
     kwargs.setdefault("retries", 2)
@@ -555,6 +568,18 @@ with DAG("gke_renamed_between_tries", schedule=None, start_date=START) as rename
         annotations=knobs(program_seconds=1.5),
         delete_on=("success", "kill"),
         on_retry_callback=resume_suspended_jobs,
+    )
+
+with DAG("gke_resumed_and_done_before_retry", schedule=None, start_date=START) as resumed_and_done:
+    operator(
+        "train",
+        "resumed-done",
+        spec(),
+        deferrable=False,
+        poll_interval=0.1,
+        annotations=knobs(program_seconds=1.5),
+        delete_on=("success", "kill"),  # kept for the retry after the suspension
+        on_retry_callback=resume_and_await_the_end,
     )
 
 with DAG("gke_name_taken_while_followed", schedule=None, start_date=START) as name_taken_while_followed:

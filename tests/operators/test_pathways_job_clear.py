@@ -12,6 +12,7 @@ from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.gke.task_job import JobRef, airflow_labels
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
+from tests.airflow_versions import TASK_LOG_IN_OUTPUT
 from tests.kube_jobs import CONN, act_when, new_spec, stand_in_objects
 from tests.operators.test_pathways_job import creates, running_jobset
 
@@ -184,6 +185,28 @@ def test_a_superseded_try_that_is_killed_leaves_the_job_a_newer_try_follows(
     assert job["metadata"]["uid"] == followed[0]["metadata"]["uid"]
     assert "a newer try of this task instance follows it" in logs
     hook.delete_job(job["metadata"]["name"], namespace)
+
+
+def test_a_job_resumed_and_done_before_the_retry_looked_is_reported_not_run_again(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Try 1 failed on its job's suspension and kept the job for the retry; Kueue resumed it and
+    it succeeded before the retry looked: the retry reports that success (a fresh job would run
+    the program a second time)."""
+    kube.control("requests/reset")
+    namespace = "resumed-done"
+    watcher = act_when(
+        lambda: running_jobset(kube, namespace, 1), lambda name: kube.action(namespace, name, "suspend")
+    )
+    outcome = run_dag(load_dag(DAGS, "gke_resumed_and_done_before_retry"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert (outcome.state, outcome.try_number) == ("success", 2)
+    assert creates(kube) == 1
+    if TASK_LOG_IN_OUTPUT:
+        assert "succeeded after an earlier try ended; reporting it, not running it again" in logs
 
 
 def test_a_job_renamed_between_tries_is_followed_not_orphaned(
