@@ -177,7 +177,7 @@ class ConnectionToFix(Exception):
     """Base of the errors that say the connection itself must be fixed (its credentials refused, a
     setting wrong): no retry gets past one, by the same try or a later one. A wait that meets one
     does not ride it out as an outage, nor lose sight of its job to a retry: it fails the try for
-    good (:mod:`airflow_provider_pathways.operators.connection_to_fix`)."""
+    good (:meth:`~airflow_provider_pathways.operators.reattaching.ReattachingJobOperator.fail_for_good`)."""
 
 
 #: The key of a trigger's ``error`` event that a :class:`ConnectionToFix` ended: the resumed task

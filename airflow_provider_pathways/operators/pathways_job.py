@@ -780,9 +780,8 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
         if event.get("status") == "error" and event.get(CONNECTION_TO_FIX):
             # e.g. the credentials got no new token in the triggerer: the try fails for good, as polling
             from airflow_provider_pathways.hooks.kubernetes_google import GkeConnectionError
-            from airflow_provider_pathways.operators.connection_to_fix import fail_for_good
 
-            fail_for_good(self, context, GkeConnectionError(event.get("message") or f"{event!r}"))
+            self.fail_for_good(context, GkeConnectionError(event.get("message") or f"{event!r}"))
         self.check_trigger_event(context, event)
         if event.get("status") != "done":
             raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")

@@ -33,7 +33,12 @@ from airflow_provider_pathways.outcomes import (
     Verdict,
     reattach_action,
 )
-from airflow_provider_pathways.transient import OutageTooLong, OutageWindow, describe_error
+from airflow_provider_pathways.transient import (
+    ConnectionToFix,
+    OutageTooLong,
+    OutageWindow,
+    describe_error,
+)
 
 T = TypeVar("T")
 
@@ -87,6 +92,21 @@ def hold_off_execution_timeout_alarm() -> None:
     remaining, _interval = signal.getitimer(signal.ITIMER_REAL)
     if 0 < remaining < CLEANUP_GRACE_SECONDS:
         signal.setitimer(signal.ITIMER_REAL, CLEANUP_GRACE_SECONDS)
+
+
+_NEVER_RETRIED: dict[type[ConnectionToFix], type[ConnectionToFix]] = {}
+
+
+def never_retried(error_type: type[ConnectionToFix], message: str) -> ConnectionToFix:
+    """An ``error_type`` with ``message`` that Airflow never retries, whatever the task's ``retries``
+    and ``retry_policy`` (an ``AirflowFailException`` too, named as ``error_type`` in the task log)."""
+    if error_type not in _NEVER_RETRIED:
+        _NEVER_RETRIED[error_type] = type(
+            error_type.__name__,
+            (error_type, AirflowFailException),
+            {"__module__": error_type.__module__, "__doc__": f"{error_type.__doc__}\n\nNot retried."},
+        )
+    return _NEVER_RETRIED[error_type](message)
 
 
 class ReattachingJobOperator(BaseOperator):
@@ -250,6 +270,41 @@ class ReattachingJobOperator(BaseOperator):
             return False
         return True
 
+    def fail_for_good(self, context: Context, error: ConnectionToFix) -> NoReturn:
+        """The wait met an error no retry gets past (:class:`ConnectionToFix`: e.g. a Google
+        identity whose credentials get no new access token mid-wait, in the worker or, per its
+        error event, in the triggerer): fail the try with ``error``, never retried. First end the
+        kept job as the last try's give-up policy says (:meth:`discards_when_giving_up`), since no
+        try will follow it; the message says what became of it: deleted or cancelled, left running
+        as the policy says, or not ended either (the same refusal): then it must be ended by hand."""
+        store = context.get("task_state_store")
+        stored = store.get(self.external_id_key) if store is not None else None
+        external_id = KeptJob.from_stored(stored).job if stored is not None else None
+        if external_id is None:
+            note = ""
+        elif not self.discards_when_giving_up():
+            note = (
+                f"; {self.describe_job(external_id)} is left running, as the task's cleanup policy "
+                "says (no try will follow it: end it by hand, or clear the task once the connection "
+                "works)"
+            )
+        else:
+            try:
+                discarded = self.discard_given_up(external_id, context)
+            except Exception as err:
+                why = "for the same reason" if isinstance(err, type(error)) else f"({describe_error(err)})"
+                note = (
+                    f"; {self.describe_job(external_id)} could not be deleted or cancelled either {why} "
+                    "and may still be running: end it by hand"
+                )
+            else:
+                note = (
+                    f"; no try will follow {self.describe_job(external_id)}, so it was deleted or cancelled"
+                    if discarded
+                    else f"; {self.describe_job(external_id)} is left to the newer try that follows it"
+                )
+        raise never_retried(type(error), f"{error}{note}") from error
+
     def lose_sight(self, context: Context, message: str, error: BaseException | None = None) -> NoReturn:
         """The task can no longer follow its job, which may still be running: raise
         :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`. When a retry will follow, the
@@ -325,10 +380,8 @@ class ReattachingJobOperator(BaseOperator):
                 if isinstance(err, AirflowException):
                     raise
                 if not is_transient(err):
-                    from airflow_provider_pathways.operators import connection_to_fix
-
-                    # e.g. the credentials refused: no try gets past it, the try fails for good
-                    connection_to_fix.fail_if_connection_to_fix(self, context, err)
+                    if isinstance(err, ConnectionToFix):  # e.g. the credentials refused
+                        self.fail_for_good(context, err)
                     self.lose_sight(
                         context, f"reading the job from {service} failed: {describe_error(err)}", err
                     )
