@@ -12,6 +12,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.outcomes import FailureClass
+from airflow_provider_pathways.transient import ConnectionToFix
 
 __all__ = [
     "FailureClass",
@@ -265,3 +266,18 @@ def apply_retry_policy(kwargs: MutableMapping[str, Any]) -> None:
     one; nothing before Airflow 3.3, where final failures are not retried without it."""
     if RETRY_POLICIES:
         kwargs.setdefault("retry_policy", PathwaysRetryPolicy())
+
+
+_NEVER_RETRIED: dict[type[ConnectionToFix], type[ConnectionToFix]] = {}
+
+
+def never_retried(error_type: type[ConnectionToFix], message: str) -> ConnectionToFix:
+    """An ``error_type`` with ``message`` that Airflow never retries, whatever the task's ``retries``
+    and ``retry_policy`` (an ``AirflowFailException`` too, named as ``error_type`` in the task log)."""
+    if error_type not in _NEVER_RETRIED:
+        _NEVER_RETRIED[error_type] = type(
+            error_type.__name__,
+            (error_type, AirflowFailException),
+            {"__module__": error_type.__module__, "__doc__": f"{error_type.__doc__}\n\nNot retried."},
+        )
+    return _NEVER_RETRIED[error_type](message)

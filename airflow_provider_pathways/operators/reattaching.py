@@ -25,6 +25,7 @@ from airflow_provider_pathways.failures import (
     DEFAULT_PREEMPTION_RETRIES,
     PathwaysWatchLost,
     apply_preemption_budget,
+    never_retried,
 )
 from airflow_provider_pathways.outcomes import (
     JobJudgement,
@@ -92,21 +93,6 @@ def hold_off_execution_timeout_alarm() -> None:
     remaining, _interval = signal.getitimer(signal.ITIMER_REAL)
     if 0 < remaining < CLEANUP_GRACE_SECONDS:
         signal.setitimer(signal.ITIMER_REAL, CLEANUP_GRACE_SECONDS)
-
-
-_NEVER_RETRIED: dict[type[ConnectionToFix], type[ConnectionToFix]] = {}
-
-
-def never_retried(error_type: type[ConnectionToFix], message: str) -> ConnectionToFix:
-    """An ``error_type`` with ``message`` that Airflow never retries, whatever the task's ``retries``
-    and ``retry_policy`` (an ``AirflowFailException`` too, named as ``error_type`` in the task log)."""
-    if error_type not in _NEVER_RETRIED:
-        _NEVER_RETRIED[error_type] = type(
-            error_type.__name__,
-            (error_type, AirflowFailException),
-            {"__module__": error_type.__module__, "__doc__": f"{error_type.__doc__}\n\nNot retried."},
-        )
-    return _NEVER_RETRIED[error_type](message)
 
 
 class ReattachingJobOperator(BaseOperator):

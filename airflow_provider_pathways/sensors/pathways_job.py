@@ -18,7 +18,12 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from airflow_provider_pathways.airflow_features import deferred_by, resumed_by_an_earlier_try
-from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, apply_retry_policy
+from airflow_provider_pathways.failures import (
+    FailureClass,
+    PathwaysJobFailed,
+    apply_retry_policy,
+    never_retried,
+)
 from airflow_provider_pathways.gke.objects import (
     HEAD_REPLICATED_JOB,
     WORKER_REPLICATED_JOB,
@@ -33,6 +38,7 @@ from airflow_provider_pathways.gke.status import (
     judge_status,
     validate_wait_arguments,
 )
+from airflow_provider_pathways.transient import CONNECTION_TO_FIX, ConnectionToFix
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -136,16 +142,24 @@ class PathwaysJobReadySensor(BaseSensorOperator):
         self.log.info("%s", status.progress(need))
         return None
 
+    def _look(self) -> tuple[str, str | None]:
+        """The job's namespace, and its proxy address once it is ready. A connection that must be
+        fixed (:class:`~airflow_provider_pathways.transient.ConnectionToFix`, e.g. credentials that
+        get no new token) fails the sensor for good: no retry gets past it."""
+        try:
+            namespace = self.hook.resolve_namespace(self.namespace)
+            return namespace, self._check(self.hook.get_status(self.job_name, namespace, self.status_options))
+        except ConnectionToFix as err:
+            raise never_retried(type(err), str(err)) from err
+
     def poke(self, context: Context) -> PokeReturnValue:
-        namespace = self.hook.resolve_namespace(self.namespace)
-        address = self._check(self.hook.get_status(self.job_name, namespace, self.status_options))
+        address = self._look()[1]
         return PokeReturnValue(is_done=address is not None, xcom_value=address)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        namespace = self.hook.resolve_namespace(self.namespace)
-        address = self._check(self.hook.get_status(self.job_name, namespace, self.status_options))
+        namespace, address = self._look()
         if address is not None:
             return address
         from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
@@ -177,6 +191,10 @@ class PathwaysJobReadySensor(BaseSensorOperator):
             return self.execute(context)  # type: ignore[no-any-return]
         if event.get("status") == "timeout":
             raise AirflowSensorTimeout(f"{self.job_name} was not ready within {self._timeout_seconds()}s")
+        if event.get("status") == "error" and event.get(CONNECTION_TO_FIX):
+            from airflow_provider_pathways.hooks.kubernetes_google import GkeConnectionError
+
+            raise never_retried(GkeConnectionError, event.get("message") or f"{event!r}")
         if event.get("status") != "done":
             raise AirflowException(event.get("message") or f"unexpected trigger event {event!r}")
         address = self._check(PathwaysJobStatus.from_dict(event["job"]))

@@ -3,11 +3,14 @@ identity (connection ``gke_google``: the cluster through the GKE API, tokens fro
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pendulum
 from airflow.providers.common.compat.sdk import DAG
 
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
+from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
 
 CONN = "gke_google"
 KNOB = "sandbox.pathways.dev/"
@@ -74,3 +77,29 @@ refused_deferred_delete = _refused("deferred", "delete")
 refused_deferred_keep = _refused("deferred", "keep")
 refused_polling_delete = _refused("polling", "delete")
 refused_polling_keep = _refused("polling", "keep")
+
+
+# A readiness sensor whose credentials get no new access token while it waits for a job that never
+# gets ready: it fails for good though retries are left, as the operators do.
+def refused_sensor_namespace(mode: str) -> str:
+    return f"google-refused-sensor-{mode}"
+
+
+def _refused_sensor(mode: str) -> DAG:
+    with DAG(f"gke_google_refused_sensor_{mode}", schedule=None, start_date=START) as dag:
+        PathwaysJobReadySensor(
+            task_id="ready",
+            job_name="never-ready",
+            namespace=refused_sensor_namespace(mode),
+            kubernetes_conn_id=CONN,
+            deferrable=mode == "deferred",
+            poke_interval=1,
+            timeout=120,
+            retries=2,
+            retry_delay=timedelta(seconds=1),
+        )
+    return dag
+
+
+refused_sensor_deferred = _refused_sensor("deferred")
+refused_sensor_polling = _refused_sensor("polling")

@@ -23,7 +23,7 @@ from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 from sandbox.kube.launcher import KubeStandin, start_kube_standin
 from tests.airflow_runs import load_dag, run_dag
 from tests.airflow_versions import TASK_LOG_IN_OUTPUT
-from tests.dags.gke_google_scenarios import refused_namespace
+from tests.dags.gke_google_scenarios import refused_namespace, refused_sensor_namespace
 from tests.kube_jobs import act_when, async_wait_for, new_spec, stand_in_objects
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -243,6 +243,39 @@ def test_credentials_refused_in_the_middle_of_a_wait_fail_the_try_for_good(
         else:
             assert "is left running, as the task's cleanup policy says" in logs
         assert "PathwaysWatchLost" not in logs and "is kept, and the next try reattaches" not in logs
+    assert TOKEN_PREFIX not in logs
+
+
+@pytest.mark.parametrize("mode", ["deferred", "polling"])
+def test_credentials_refused_while_a_sensor_waits_fail_it_for_good(
+    short_lived: KubeStandin, capfd: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """The readiness sensor meets the refusal the operators meet (the test above): no retry would
+    see more, so it fails at once though two retries are left, with the ``GkeConnectionError``."""
+    namespace = refused_sensor_namespace(mode)
+    hook = PathwaysJobHook(kubernetes_conn_id=None, config_file=str(short_lived.kubeconfig))
+    spec = new_spec(namespace, program_seconds=300, max_ready_slices=0)
+    spec.name = "never-ready"
+    if not stand_in_objects(short_lived, "pathwaysjobs", namespace):
+        hook.create_job(spec.to_pathwaysjob(), namespace)
+    short_lived.control("requests/reset")
+
+    def sensor_looked() -> bool:
+        by_verb = short_lived.control("requests")["by_verb_resource"]
+        return bool(by_verb.get("get pathwaysjobs") or by_verb.get("watch pathwaysjobs"))
+
+    refusing = act_when(sensor_looked, lambda _: short_lived.control("google/refuse", on="true"), timeout=120)
+    try:
+        outcome = run_dag(load_dag("gke_google_scenarios.py", f"gke_google_refused_sensor_{mode}"))["ready"]
+        refusing.join(5)
+    finally:
+        short_lived.control("google/refuse", on="false")
+    logs = capfd.readouterr().out
+
+    assert refusing.failures == []  # type: ignore[attr-defined]
+    assert (outcome.state, outcome.try_number) == ("failed", 1)
+    if TASK_LOG_IN_OUTPUT:
+        assert "airflow_provider_pathways.hooks.kubernetes_google.GkeConnectionError: " in logs
     assert TOKEN_PREFIX not in logs
 
 
