@@ -487,6 +487,28 @@ class PathwaysJobHook(KubernetesHook):
         finally:
             await pool.release(key, shared)
 
+    async def _a_client_riding_out(
+        self, stack: contextlib.AsyncExitStack, outage_tolerance: float
+    ) -> async_client.ApiClient:
+        """:meth:`a_client`, entered on ``stack``; an outage while signing in (a Google token
+        endpoint or GKE API that answers a server error) is ridden out for up to
+        ``outage_tolerance`` seconds, as the watch rides out one of the API server."""
+        outage = OutageWindow(outage_tolerance, what=f"the cluster of connection {self.conn_id!r}", base=0.5)
+        while True:
+            try:
+                return await stack.enter_async_context(self.a_client())
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                delay = outage.failed(err, describe_error(err))
+                if outage.failures == 1:
+                    self.log.warning(
+                        "Signing in failed (%s); retrying for up to %gs",
+                        describe_error(err),
+                        outage.tolerance,
+                    )
+                await asyncio.sleep(delay)
+
     def _client_key(self) -> tuple[Any, ...]:
         return (self.conn_id, self.cluster_context, self.config_file, self.in_cluster)
 
@@ -727,7 +749,8 @@ class PathwaysJobHook(KubernetesHook):
         ``outage_tolerance`` seconds; then raises :class:`OutageTooLong`. ``on_recovered`` is
         awaited with the outage's length each time the API server answers again after one.
         """
-        async with self.a_client() as api_client:
+        async with contextlib.AsyncExitStack() as stack:
+            api_client = await self._a_client_riding_out(stack, outage_tolerance)
             host = getattr(api_client.configuration, "host", "") or self.conn_id
             outage = OutageWindow(outage_tolerance, what=f"the Kubernetes API server at {host}", base=0.5)
             watch = JobWatch(self, api_client, name, namespace, options, watch_timeout_seconds)

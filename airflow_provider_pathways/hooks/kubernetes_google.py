@@ -50,8 +50,9 @@ class GkeConnectionError(ConnectionToFix, RuntimeError):
     fails the try for good."""
 
 
-class GoogleTokenUnavailable(ConnectionError):
-    """The Google token endpoint could not be reached or asked to retry (transient)."""
+class GoogleUnavailable(ConnectionError):
+    """Google's token endpoint or the GKE API could not be reached, or answered a server error or
+    asked to retry (transient: an outage, ridden out as one)."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ class TokenSource:
         except exceptions.RefreshError as err:
             reason = _reason(err)
             if getattr(err, "retryable", False):
-                raise GoogleTokenUnavailable(
+                raise GoogleUnavailable(
                     f"{self.target.where}: the Google token endpoint asked to retry ({reason})"
                 ) from None
             raise GkeConnectionError(
@@ -153,7 +154,7 @@ class TokenSource:
                 "that the account, its key and its impersonation rights are still valid"
             ) from None
         except exceptions.TransportError as err:
-            raise GoogleTokenUnavailable(
+            raise GoogleUnavailable(
                 f"{self.target.where}: the Google token endpoint is unreachable ({type(err).__name__})"
             ) from None
 
@@ -221,6 +222,10 @@ def cluster_access(target: GkeTarget) -> ClusterAccess:
     try:
         cluster = client.get_cluster(name=target.resource_name)
     except api_exceptions.GoogleAPICallError as err:
+        if isinstance(err.code, int) and (err.code == 429 or err.code >= 500):  # after its own retries
+            raise GoogleUnavailable(
+                f"{target.where}: the GKE API answered {err.code} for {target.resource_name}: {err.message}"
+            ) from None
         raise GkeConnectionError(
             f"{target.where}: the GKE API answered {err.code} for {target.resource_name}: {err.message}"
         ) from None

@@ -148,6 +148,11 @@ def _google(request: web.Request, state: ServerState, parts: list[str]) -> web.R
     elif parts == ["refuse"]:
         _require(request, "POST")
         tokens.refusing = request.query.get("on", "true").lower() in ("true", "1", "yes")
+    elif parts == ["fail-cluster"]:
+        _require(request, "POST")
+        tokens.cluster_faults += [int(request.query.get("status", "500"))] * int(
+            request.query.get("count", "1")
+        )
     else:
         raise ApiError(404, f"unknown sandbox endpoint {request.path}", "NotFound")
     return _json(tokens.snapshot())

@@ -52,6 +52,8 @@ class IssuedTokens:
     refusing: bool = False
     grants: int = 0
     rejected: int = 0
+    # The GKE API's next getCluster answers: these HTTP statuses, one each (an outage of the API).
+    cluster_faults: list[int] = field(default_factory=list)
 
     def issue(self) -> str:
         now = time.time()
@@ -81,6 +83,7 @@ class IssuedTokens:
             "revoked": len(self.revoked),
             "rejected": self.rejected,
             "refusing": self.refusing,
+            "cluster_faults": len(self.cluster_faults),
         }
 
 
@@ -248,6 +251,12 @@ class GoogleStandin:
                 "login cookie or other valid authentication credential.",
                 "UNAUTHENTICATED",
             )
+        if self.tokens.cluster_faults:  # Google's error body for each (google.rpc.Code)
+            code = self.tokens.cluster_faults.pop(0)
+            status = {429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}.get(
+                code, "INTERNAL"
+            )
+            return _google_error(code, "Internal error encountered.", status)
         path = "projects/{project}/locations/{location}/clusters/{name}".format(**request.match_info)
         if path != self.cluster:
             return _google_error(404, f"Not found: {path}.", "NOT_FOUND")

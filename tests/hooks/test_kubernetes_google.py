@@ -184,6 +184,27 @@ async def test_a_wait_whose_credentials_get_no_new_token_ends_with_an_error_nami
     assert hook.delete_job(spec.name, NS) is True
 
 
+@pytest.mark.parametrize("status", ["500", "429"])
+async def test_a_gke_api_server_error_while_signing_in_is_ridden_out_as_an_outage(
+    short_lived: KubeStandin, monkeypatch: pytest.MonkeyPatch, status: str
+) -> None:
+    """The GKE API answers ``getCluster`` with a server error or asks to retry (``INTERNAL`` and
+    ``RESOURCE_EXHAUSTED`` are not among what its client retries itself, container_v1's
+    ``default_retry``): an outage, which the wait rides out, not a connection to fix that would
+    fail the task for good."""
+    conn = connection(monkeypatch, f"gke_google_{status}", short_lived)  # signs in afresh
+    spec = new_spec(NS, program_seconds=1)
+    await asyncio.to_thread(PathwaysJobHook("gke_google").create_job, spec.to_pathwaysjob(), NS)
+    await asyncio.to_thread(short_lived.control, "google/fail-cluster", status=status, count="2")
+    trigger = PathwaysJobTrigger(name=spec.name, namespace=NS, kubernetes_conn_id=conn)
+
+    event = await asyncio.wait_for(_first_event(trigger), 60)
+
+    assert event["status"] == "done" and event["job"]["phase"] == "succeeded", event
+    assert (await asyncio.to_thread(short_lived.control, "google"))["cluster_faults"] == 0
+    assert PathwaysJobHook("gke_google").delete_job(spec.name, NS) is True
+
+
 @pytest.mark.parametrize("policy", ["delete", "keep"])
 @pytest.mark.parametrize("mode", ["deferred", "polling"])
 def test_credentials_refused_in_the_middle_of_a_wait_fail_the_try_for_good(
