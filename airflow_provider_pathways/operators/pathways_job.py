@@ -660,8 +660,28 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
             return self._result(self.job_status())
         deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
+            over = self._wait_already_over()
+            if over is not None:  # nothing to wait for: the trigger would fire at once
+                return self.finish_job(context, external_id, over)
             self._defer(context, deadline)
         return self.finish_job(context, external_id, self._poll(context, deadline))
+
+    def _wait_already_over(self) -> PathwaysJobStatus | None:
+        """The job's status when the wait is already over (a reattach to a ready or ended job), else
+        None (also when it cannot be read now: the trigger rides that out). Deferring then would
+        make the trigger fire within a second, and Airflow 3.3's scheduler fails a task whose
+        trigger fires before it has processed the deferral's exit (apache/airflow#72716)."""
+        try:
+            status = self.job_status()
+        except Exception:
+            return None
+        over = wait_is_over(
+            status,
+            wait_until=self.wait_until,
+            min_slices=self.required_slices(self.spec),
+            fail_on_suspend=self.fail_on_suspend,
+        )
+        return status if over else None
 
     def _defer(self, context: Context, deadline: Deadline) -> None:
         from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger

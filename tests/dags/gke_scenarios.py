@@ -506,6 +506,17 @@ with DAG("gke_cleared_while_serving", schedule=None, start_date=START) as cleare
         annotations=knobs(program_seconds=600),
     )
 
+with DAG("gke_cleared_while_serving_deferred", schedule=None, start_date=START) as cleared_while_serving_d:
+    operator(
+        "train",
+        "cleared-serving-deferred",
+        spec(),
+        wait_until="ready",
+        deferrable=True,
+        retries=0,
+        annotations=knobs(program_seconds=600),
+    )
+
 with DAG("gke_cleared_after_lost_watch", schedule=None, start_date=START) as cleared_after_lost_watch:
     operator(
         "train",
