@@ -872,6 +872,9 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
             self.remember_outcome(context, Verdict.FAILED, left_running=status.phase is Phase.SUSPENDED)
         raise error
 
+    def job_in_hand(self) -> JsonValue | None:
+        return self._job.to_id() if self._job is not None else super().job_in_hand()
+
     def end_killed_job(self) -> None:
         """Delete the job of a killed try (always while queued), as its owner."""
         self.release("task killed")

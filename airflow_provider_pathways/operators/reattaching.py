@@ -265,7 +265,7 @@ class ReattachingJobOperator(BaseOperator):
         as the policy says, or not ended either (the same refusal): then it must be ended by hand."""
         store = context.get("task_state_store")
         stored = store.get(self.external_id_key) if store is not None else None
-        external_id = KeptJob.from_stored(stored).job if stored is not None else None
+        external_id = KeptJob.from_stored(stored).job if stored is not None else self.job_in_hand()
         if external_id is None:
             note = ""
         elif not self.discards_when_giving_up():
@@ -290,6 +290,12 @@ class ReattachingJobOperator(BaseOperator):
                     else f"; {self.describe_job(external_id)} is left to the newer try that follows it"
                 )
         raise never_retried(type(error), f"{error}{note}") from error
+
+    def job_in_hand(self) -> JsonValue | None:
+        """The id of the job this try follows, as it knows it without ``task_state_store`` (which
+        Airflow before 3.3 lacks): the one it submitted or reattached to, or that its trigger's
+        event names."""
+        return getattr(self, "_following", None)
 
     def lose_sight(self, context: Context, message: str, error: BaseException | None = None) -> NoReturn:
         """The task can no longer follow its job, which may still be running: raise

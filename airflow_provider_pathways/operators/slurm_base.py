@@ -514,6 +514,9 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             "Slurm job %s %s (%s)", self._job_id, "cancelled" if cancelled else "had already ended", reason
         )
 
+    def job_in_hand(self) -> JsonValue | None:
+        return self._job_id if self._job_id is not None else super().job_in_hand()
+
     def end_killed_job(self) -> None:
         """Cancel the job of a killed try, unless a newer try of the task instance follows it."""
         if not self.newer_try_follows():
