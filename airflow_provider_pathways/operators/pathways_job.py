@@ -113,6 +113,7 @@ class FollowedJob:
 
         deletion_timeout: float
         external_id_key: str
+        fail_on_suspend: bool
         _spec: PathwaysJobSpec | None
         _status: PathwaysJobStatus | None
 
@@ -189,9 +190,9 @@ class FollowedJob:
 
     def submit_job(self, context: Context) -> JsonValue:
         """Adopt a job of this task instance that has not ended (found by its owner labels, whatever
-        its name and kind; judged as a kept job is, so a suspended one is followed, not run twice),
-        or create one; an ended job of the task instance keeps its name, and the new one is named
-        for this try."""
+        its name and kind; judged as a kept job is, so a suspended one is followed, not run twice,
+        unless ``fail_on_suspend`` would fail it at once: then it is deleted), or create one; an
+        ended job of the task instance keeps its name, and the new one is named for this try."""
         from kubernetes_asyncio.client.exceptions import ApiException
 
         namespace, owner = self.spec.namespace or "", self._owner()
@@ -199,9 +200,20 @@ class FollowedJob:
         for ref in self.hook.owned_jobs(namespace, owner):
             status = self.hook.get_status(ref.name, ref.namespace, self.options_for(ref))
             if judge_status(status).verdict is Verdict.ACTIVE:
-                self.log.info("Reattaching to %s, created by an earlier try of this task instance", ref)
                 self._job = ref
-                return ref.to_id()
+                if not (status.phase is Phase.SUSPENDED and self.fail_on_suspend):
+                    self.log.info("Reattaching to %s, created by an earlier try of this task instance", ref)
+                    return ref.to_id()
+                # following it would fail at once, as an earlier try did: a preemption, so a fresh job
+                self.log.warning(
+                    "%s, created by an earlier try of this task instance, is suspended; deleting it and "
+                    "submitting a fresh job: %s",
+                    ref,
+                    status.message,
+                )
+                self.discard_job(ref.to_id(), "replaced after suspension", wait=True)
+                self._job = None
+                continue
             if status.phase is not Phase.SUCCEEDED and self._remove_unkept(ref, status):
                 continue
             ended.add(ref.name)
