@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS
+from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_1_PLUS
 
 from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
@@ -33,6 +33,9 @@ RUN_ID = "manual__2026-01-01T00:00:00+00:00"
 pytestmark = [
     pytest.mark.usefixtures("kube"),
     pytest.mark.skipif(not AIRFLOW_V_3_0_PLUS, reason="Airflow 2's trigger reads the metadata database"),
+    # Airflow 3.0's trigger reads its connection over the same channel, which the fake below does
+    # not answer; the deployment suite's stalled_triggerer runs the state read for real on 3.3
+    pytest.mark.skipif(not AIRFLOW_V_3_1_PLUS, reason="Airflow 3.0 reads connections over the channel"),
 ]
 GONE = object()  # the task instance does not exist (its run was deleted)
 
@@ -159,7 +162,7 @@ def test_every_task_instance_state_is_decided() -> None:
 
     killed = {"success", "failed", "skipped", "upstream_failed", "removed"}
     states = {state.value for state in TaskInstanceState}
-    assert states == killed | killable.A_TRY_FOLLOWS
+    assert states - (killed | killable.A_TRY_FOLLOWS) == set()  # (3.3 added awaiting_input)
     assert not killed & killable.A_TRY_FOLLOWS
     assert all(killable.ends_the_job(state) for state in (*killed, None, killable.NOT_FOUND))
     assert not any(killable.ends_the_job(state) for state in killable.A_TRY_FOLLOWS)
