@@ -491,31 +491,28 @@ with DAG("gke_cleared_after_kept_failure", schedule=None, start_date=START) as c
 with DAG("gke_cleared_after_success", schedule=None, start_date=START) as cleared_after_success:
     operator("train", "cleared-success", spec(), deferrable=False, poll_interval=0.1, retries=0)
 
+
 # Cleared after a try that ended and left its job running: its wait succeeded at "ready" (the job
 # serves on), or it lost sight of the job and kept it (no "failure" in delete_on, or a retry
 # follows). The clear kills no try that follows the job, so it must not end it either.
-with DAG("gke_cleared_while_serving", schedule=None, start_date=START) as cleared_while_serving:
-    operator(
-        "train",
-        "cleared-serving",
-        spec(),
-        wait_until="ready",
-        deferrable=False,
-        poll_interval=0.1,
-        retries=0,
-        annotations=knobs(program_seconds=600),
-    )
+def cleared_while_serving(mode: str) -> DAG:
+    suffix = "_deferred" if mode == "deferred" else ""
+    with DAG(f"gke_cleared_while_serving{suffix}", schedule=None, start_date=START) as serving_dag:
+        operator(
+            "train",
+            f"cleared-serving{suffix.replace('_', '-')}",
+            spec(),
+            wait_until="ready",
+            deferrable=mode == "deferred",
+            poll_interval=0.1,
+            retries=0,
+            annotations=knobs(program_seconds=600),
+        )
+    return serving_dag
 
-with DAG("gke_cleared_while_serving_deferred", schedule=None, start_date=START) as cleared_while_serving_d:
-    operator(
-        "train",
-        "cleared-serving-deferred",
-        spec(),
-        wait_until="ready",
-        deferrable=True,
-        retries=0,
-        annotations=knobs(program_seconds=600),
-    )
+
+cleared_while_serving_polling = cleared_while_serving("polling")
+cleared_while_serving_deferred = cleared_while_serving("deferred")
 
 with DAG("gke_cleared_after_lost_watch", schedule=None, start_date=START) as cleared_after_lost_watch:
     operator(

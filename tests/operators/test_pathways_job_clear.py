@@ -199,22 +199,29 @@ def test_a_superseded_try_that_is_killed_leaves_the_job_a_newer_try_follows(
     hook.delete_job(job["metadata"]["name"], namespace)
 
 
+def run_suspended_once(
+    kube: Any, capfd: pytest.CaptureFixture[str], namespace: str, dag_id: str
+) -> tuple[Any, str]:
+    """Run ``dag_id`` once, suspending its job (in ``namespace``) as soon as a slice is ready, as a
+    higher-priority workload would; the task's outcome and the logs."""
+    kube.control("requests/reset")
+    watcher = act_when(
+        lambda: running_jobset(kube, namespace, 1), lambda name: kube.action(namespace, name, "suspend")
+    )
+    outcome = run_dag(load_dag(DAGS, dag_id))["train"]
+    watcher.join(5)
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    return outcome, capfd.readouterr().out
+
+
 def test_a_job_resumed_and_done_before_the_retry_looked_is_reported_not_run_again(
     kube: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """Try 1 failed on its job's suspension and kept the job for the retry; Kueue resumed it and
     it succeeded before the retry looked: the retry reports that success (a fresh job would run
     the program a second time)."""
-    kube.control("requests/reset")
-    namespace = "resumed-done"
-    watcher = act_when(
-        lambda: running_jobset(kube, namespace, 1), lambda name: kube.action(namespace, name, "suspend")
-    )
-    outcome = run_dag(load_dag(DAGS, "gke_resumed_and_done_before_retry"))["train"]
-    watcher.join(5)
-    logs = capfd.readouterr().out
+    outcome, logs = run_suspended_once(kube, capfd, "resumed-done", "gke_resumed_and_done_before_retry")
 
-    assert watcher.failures == []  # type: ignore[attr-defined]
     assert (outcome.state, outcome.try_number) == ("success", 2)
     assert creates(kube) == 1
     if TASK_LOG_IN_OUTPUT:
@@ -224,16 +231,9 @@ def test_a_job_resumed_and_done_before_the_retry_looked_is_reported_not_run_agai
 def test_a_job_renamed_between_tries_is_followed_not_orphaned(
     kube: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    kube.control("requests/reset")
     namespace = "renamed"
-    watcher = act_when(
-        lambda: running_jobset(kube, namespace, 1), lambda name: kube.action(namespace, name, "suspend")
-    )
-    outcome = run_dag(load_dag(DAGS, "gke_renamed_between_tries"))["train"]
-    watcher.join(5)
-    logs = capfd.readouterr().out
+    outcome, logs = run_suspended_once(kube, capfd, namespace, "gke_renamed_between_tries")
 
-    assert watcher.failures == []  # type: ignore[attr-defined]
     assert outcome.state == "success" and outcome.try_number == 2
     assert outcome.xcom["name"] == "renamed-1"  # the job try 1 made, though try 2 names "renamed-2"
     # followed again, or (on a slow machine, once it finished meanwhile) reported: found either way
