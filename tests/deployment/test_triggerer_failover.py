@@ -94,9 +94,13 @@ def stalled_triggerer(stage: Stage, name: str, platform: str) -> TaskOutcome:
         run_id = airflow.trigger(dag_id, stage.slurm_conf)
         job = slurm_waiting(stage, dag_id, run_id, "deferred")
     airflow.wait_log(dag_id, run_id, "train", 1, TRIGGER_STARTING, RUN_TIMEOUT, until_finished=False)
-    moved = airflow.stall_triggerer(dag_id, run_id, "train")
-    # The stalled copy of the trigger is cancelled as a user's kill, and ends.
-    log = airflow.wait_log(dag_id, run_id, "train", 1, TRIGGER_COMPLETED, 120, until_finished=False)
+    # The stalled copy of the trigger is cancelled as a user's kill, and ends; the stalled
+    # triggerer's copies of other scenarios' triggers end with it. No triggerers_stay block (an
+    # outage scenario's) starts before: a copy cancelled in the middle of its outage would take
+    # the outage with it.
+    with airflow.user_acting():
+        moved = airflow.stall_triggerer(dag_id, run_id, "train")
+        log = airflow.wait_log(dag_id, run_id, "train", 1, TRIGGER_COMPLETED, 120, until_finished=False)
     if platform == "gke":
         alive = [
             j["metadata"]["name"]

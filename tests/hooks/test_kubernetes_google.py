@@ -255,9 +255,8 @@ def test_credentials_refused_in_the_middle_of_a_wait_fail_the_try_for_good(
             "credentials got no access token (invalid_grant: Invalid grant: account not found); "
             "check that the account, its key and its impersonation rights are still valid"
         )
-        failed = "airflow_provider_pathways.hooks.kubernetes_google.GkeConnectionError: "
-        assert f"{failed}{refused}" in logs or f"{failed}watching {namespace}/" in logs
-        assert refused in logs
+        # the failure as the task log shows it (the exception's full name on most versions)
+        assert "GkeConnectionError" in logs and refused in logs
         if policy == "delete":
             assert "could not be deleted or cancelled either for the same reason" in logs
             assert "may still be running: end it by hand" in logs
