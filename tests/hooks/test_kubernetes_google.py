@@ -22,7 +22,7 @@ from airflow_provider_pathways.hooks.kubernetes_google import GkeConnectionError
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 from sandbox.kube.launcher import KubeStandin, start_kube_standin
 from tests.airflow_runs import load_dag, run_dag
-from tests.airflow_versions import TASK_LOG_IN_OUTPUT
+from tests.airflow_versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_1_PLUS, TASK_LOG_IN_OUTPUT
 from tests.dags.gke_google_scenarios import refused_namespace, refused_sensor_namespace
 from tests.kube_jobs import act_when, async_wait_for, new_spec, stand_in_objects
 
@@ -32,6 +32,9 @@ TOKEN_LIFETIME = 3.0
 NS = "google-identity"
 # Every access token the stand-in issues starts so; none may reach an error or a log.
 TOKEN_PREFIX = "ya29.sandbox-"
+#: Airflow 3.0's dag.test() leaves structlog unconfigured: its print logger keeps the stdout of the
+#: test that first used it, so whether a later test reads the task log depends on the order.
+AIRFLOW_3_0 = AIRFLOW_V_3_0_PLUS and not AIRFLOW_V_3_1_PLUS
 
 
 def _env_name(conn_id: str) -> str:
@@ -249,7 +252,7 @@ def test_credentials_refused_in_the_middle_of_a_wait_fail_the_try_for_good(
     assert refusing.failures == []  # type: ignore[attr-defined]
     assert (outcome.state, outcome.try_number) == ("failed", 1)
     assert [j["metadata"].get("deletionTimestamp") for j in jobs] == [None]  # still there, running
-    if TASK_LOG_IN_OUTPUT:
+    if TASK_LOG_IN_OUTPUT and not AIRFLOW_3_0:
         refused = (
             "Kubernetes connection 'gke_google' (Google connection 'gcp_google'): the Google "
             "credentials got no access token (invalid_grant: Invalid grant: account not found); "
@@ -294,7 +297,7 @@ def test_credentials_refused_while_a_sensor_waits_fail_it_for_good(
 
     assert refusing.failures == []  # type: ignore[attr-defined]
     assert (outcome.state, outcome.try_number) == ("failed", 1)
-    if TASK_LOG_IN_OUTPUT:
+    if TASK_LOG_IN_OUTPUT and not AIRFLOW_3_0:
         assert "GkeConnectionError" in logs and "got no access token (invalid_grant" in logs
     assert TOKEN_PREFIX not in logs
 
