@@ -222,13 +222,10 @@ def cluster_access(target: GkeTarget) -> ClusterAccess:
     try:
         cluster = client.get_cluster(name=target.resource_name)
     except api_exceptions.GoogleAPICallError as err:
+        answer = f"{target.where}: the GKE API answered {err.code} for {target.resource_name}: {err.message}"
         if isinstance(err.code, int) and (err.code == 429 or err.code >= 500):  # after its own retries
-            raise GoogleUnavailable(
-                f"{target.where}: the GKE API answered {err.code} for {target.resource_name}: {err.message}"
-            ) from None
-        raise GkeConnectionError(
-            f"{target.where}: the GKE API answered {err.code} for {target.resource_name}: {err.message}"
-        ) from None
+            raise GoogleUnavailable(answer) from None
+        raise GkeConnectionError(answer) from None
     finally:
         client.transport.close()
     if target.endpoint == "dns":

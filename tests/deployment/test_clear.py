@@ -135,5 +135,6 @@ def test_clearing_a_task_whose_ready_job_serves_on_follows_it_and_does_not_resta
     job: the cleared try reattaches to the serving job and reports it ready again."""
     assert (seen.state, seen.try_number) == ("success", seen.extra["again"])
     assert "Reattaching to PathwaysJob" in seen.log(seen.extra["again"])
+    assert "Pausing task as DEFERRED" not in seen.log(seen.extra["again"])  # its wait was over
     assert len(seen.extra["jobs"]) == 1 and seen.extra["program_runs"] == 1
     assert seen.extra["serving"] == [seen.xcom["return_value"]["name"]]

@@ -171,10 +171,17 @@ for mode, deferrable in (("deferred", True), ("polling", False)):
 
 # A task whose wait succeeded at "ready" and whose job serves on, then cleared: no try followed the
 # job when it was cleared, so the cleared try follows it (reports it ready again), not restarts it.
-# Polling: the job is ready within a second, and a trigger that fires before the scheduler has
-# processed the deferral's exit gets the task failed by Airflow 3.3 (apache/airflow#72716).
+# Its slices come up 30 s apart: a trigger that fires before the scheduler has processed the
+# deferral's exit gets the task failed by Airflow 3.3 (apache/airflow#72716). The cleared try finds
+# the job ready and does not defer.
 with dag("gke_clear_serving"):
-    train("gke_clear_serving", deferrable=False, retries=0, wait_until="ready", annotations=GATED)
+    train(
+        "gke_clear_serving",
+        deferrable=True,
+        retries=0,
+        wait_until="ready",
+        annotations={**GATED, **knobs(slice_delay_seconds=30, head_delay_seconds=30)},
+    )
 
 # Mapped tasks get the unmapped task's preemption budget and retry policy: with no ``retries`` a
 # preempted index is retried; with ``retries=2`` and no ``retry_policy`` a failing program is not.
