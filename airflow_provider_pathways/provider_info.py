@@ -85,24 +85,25 @@ def _gke_fields() -> dict[str, Any]:
             False,
         ),
         "gcp_project": _string(
-            "GCP project (for console links)",
+            "GCP project (Google sign-in, console links)",
             "Project of the GKE cluster: with the cluster name and location, tasks get GKE Workload "
             "and Cloud Logging links, and a Google Cloud connection reaches the cluster.",
         ),
         "gke_cluster": _string(
-            "GKE cluster name (for console links)",
-            "Name of the GKE cluster, for the console links and the Google Cloud connection.",
+            "GKE cluster name (Google sign-in, console links)",
+            "Name of the GKE cluster: required with a Google Cloud connection; gives the console links.",
         ),
         "gke_location": _string(
-            "GKE cluster location (for console links)",
-            "Region or zone of the GKE cluster, e.g. us-east5, for the console links and the Google "
-            "Cloud connection.",
+            "GKE cluster location (Google sign-in, console links)",
+            "Region or zone of the GKE cluster, e.g. us-east5: required with a Google Cloud "
+            "connection; gives the console links.",
         ),
         "gcp_conn_id": _string(
             "Google Cloud connection",
             "Reach the cluster named by project, name and location with this Google Cloud connection "
             "(as Cloud Composer does): its endpoint and CA from the GKE API, a Google access token "
-            "renewed before it expires. Needs apache-airflow-providers-google. " + how,
+            "renewed before it expires. Needs apache-airflow-providers-google. google_cloud_default, "
+            "if it does not exist, signs in with Application Default Credentials. " + how,
         ),
         "impersonation_chain": _string(
             "Impersonation chain (Google)",

@@ -29,6 +29,12 @@ from airflow_provider_pathways.cache.report import CleanupReport
 from airflow_provider_pathways.cache.selection import CacheEntry, CacheSelector
 from airflow_provider_pathways.cache.storage import EMULATOR_ENV, CacheCleanupError
 from airflow_provider_pathways.cache.values import DEFAULT_MIN_AGE, check_count, parse_duration, parse_size
+from airflow_provider_pathways.hooks.google_credentials import (
+    ADC_SOURCES,
+    DEFAULT_GCP_CONN_ID,
+    NoDefaultCredentials,
+    application_default_credentials,
+)
 from airflow_provider_pathways.transient import CallRetry
 
 if TYPE_CHECKING:
@@ -40,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_GCP_CONN_ID", "CompilationCacheHook", "ensure_age_rule"]
 
-DEFAULT_GCP_CONN_ID = "google_cloud_default"
 STORAGE_SCOPE = "https://www.googleapis.com/auth/devstorage.full_control"
 MAX_WORKERS = 256
 MAX_LIST_WORKERS = 32
@@ -147,37 +152,14 @@ class CompilationCacheHook(BaseHook):
             from google.auth.credentials import AnonymousCredentials
 
             return AnonymousCredentials(), self.project_id
-        import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
-
         try:
-            credentials, project = google.auth.default(scopes=[STORAGE_SCOPE])
-        except DefaultCredentialsError:
+            credentials, project = application_default_credentials(STORAGE_SCOPE, self.impersonation_chain)
+        except NoDefaultCredentials:
             raise CacheCleanupError(
                 "no Google credentials: install apache-airflow-providers-google and create the "
-                f"connection {self.gcp_conn_id!r}, or set up Application Default Credentials "
-                "(GOOGLE_APPLICATION_CREDENTIALS, workload identity or "
-                "`gcloud auth application-default login`)"
+                f"connection {self.gcp_conn_id!r}, or set up Application Default Credentials ({ADC_SOURCES})"
             ) from None
-        chain = self._chain()
-        if chain:
-            from google.auth import impersonated_credentials
-
-            credentials = impersonated_credentials.Credentials(
-                source_credentials=credentials,
-                target_principal=chain[-1],
-                delegates=chain[:-1],
-                target_scopes=[STORAGE_SCOPE],
-            )
         return credentials, self.project_id or project
-
-    def _chain(self) -> list[str]:
-        chain = self.impersonation_chain
-        if not chain:
-            return []
-        if isinstance(chain, str):
-            return [part.strip() for part in chain.split(",") if part.strip()]
-        return list(chain)
 
     def _google_base_hook(self) -> Any | None:
         """A ``GoogleBaseHook`` for ``gcp_conn_id`` if the google provider is installed, else None."""

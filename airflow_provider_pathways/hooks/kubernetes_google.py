@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import logging
 import threading
 import weakref
 from collections.abc import Mapping
@@ -27,6 +28,13 @@ from airflow.providers.common.compat.sdk import AirflowNotFoundException
 from asgiref.sync import sync_to_async
 from kubernetes_asyncio import client as async_client
 
+from airflow_provider_pathways.hooks.google_credentials import (
+    CLOUD_PLATFORM_SCOPE,
+    DEFAULT_GCP_CONN_ID,
+    NoDefaultCredentials,
+    application_default_credentials,
+    impersonation_chain_of,
+)
 from airflow_provider_pathways.transient import ConnectionToFix
 
 if TYPE_CHECKING:
@@ -42,6 +50,8 @@ ENDPOINT_FIELDS = {
 CLUSTER_FIELDS = ("gcp_project", "gke_location", "gke_cluster")
 KUBECONFIG_FIELDS = ("in_cluster", "kube_config_path", "kube_config")
 INSTALL_GOOGLE = "pip install 'airflow-provider-pathways[google]'"
+
+log = logging.getLogger(__name__)
 
 
 class GkeConnectionError(ConnectionToFix, RuntimeError):
@@ -94,16 +104,13 @@ class GkeTarget:
             raise GkeConnectionError(
                 f"{where}: gke_endpoint {endpoint!r} is none of {', '.join(ENDPOINT_FIELDS)}"
             )
-        chain = field("impersonation_chain") or ()
-        if isinstance(chain, str):
-            chain = [part.strip() for part in chain.split(",")]
         return cls(
             conn_id=conn_id,
             project=field("gcp_project"),
             location=field("gke_location"),
             cluster=field("gke_cluster"),
             gcp_conn_id=gcp_conn_id,
-            impersonation_chain=tuple(part for part in chain if part),
+            impersonation_chain=tuple(impersonation_chain_of(field("impersonation_chain"))),
             endpoint=endpoint,
             api_endpoint=field("gke_api_endpoint") or None,
         )
@@ -185,6 +192,26 @@ class ClusterAccess:
         return file
 
 
+def _default_credentials(target: GkeTarget) -> Credentials:
+    """The Google connection does not exist: Application Default Credentials when it is the default
+    one (as the compilation-cache cleanup, and as Composer's ``google_cloud_default`` itself does),
+    else an error naming it."""
+    if target.gcp_conn_id != DEFAULT_GCP_CONN_ID:
+        raise GkeConnectionError(
+            f"{target.where}: no Airflow connection {target.gcp_conn_id!r}; create it, or set gcp_conn_id "
+            f"to {DEFAULT_GCP_CONN_ID!r} (missing, it signs in with Application Default Credentials)"
+        )
+    try:
+        credentials, _ = application_default_credentials(CLOUD_PLATFORM_SCOPE, target.impersonation_chain)
+    except NoDefaultCredentials as err:
+        raise GkeConnectionError(
+            f"{target.where}: no Airflow connection {DEFAULT_GCP_CONN_ID!r} and {err}; create the "
+            "connection or set up Application Default Credentials"
+        ) from None
+    log.info("%s: no such connection, signing in with Application Default Credentials", target.where)
+    return credentials
+
+
 def cluster_access(target: GkeTarget) -> ClusterAccess:
     """Sign in with the Google connection and read the cluster's endpoint and CA from the GKE API.
 
@@ -209,7 +236,7 @@ def cluster_access(target: GkeTarget) -> ClusterAccess:
         )
         credentials = hook.get_credentials()
     except AirflowNotFoundException:
-        raise GkeConnectionError(f"{target.where}: no Airflow connection {target.gcp_conn_id!r}") from None
+        credentials = _default_credentials(target)
     tokens = TokenSource(credentials, target)
     tokens.token()  # a refusal is reported here, by TokenSource, naming the connection
     # REST, not gRPC: the endpoint can be given as a URL (gke_api_endpoint), as for any Google API.

@@ -20,7 +20,7 @@ from airflow_provider_pathways.cache.lifecycle import check_age_days
 from airflow_provider_pathways.cache.location import GcsLocation, scratch_location_for_bucket
 from airflow_provider_pathways.cache.selection import CacheSelector
 from airflow_provider_pathways.cache.values import DEFAULT_MIN_AGE, check_count, parse_duration, parse_size
-from airflow_provider_pathways.hooks.gcs import DEFAULT_GCP_CONN_ID
+from airflow_provider_pathways.hooks.google_credentials import DEFAULT_GCP_CONN_ID
 from airflow_provider_pathways.operators.template_values import unrendered
 
 if TYPE_CHECKING:

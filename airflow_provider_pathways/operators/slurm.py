@@ -201,15 +201,18 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
 
     def _cancel(self, reason: str) -> None:
         """Cancel the service job and its worker array, on kill, timeout and replacement alike, so
-        that a replacement never runs beside a second array. The array is looked up first, while
-        Slurm still shows the service job running (it is found through it); both are cancelled at
-        once over the connection the wait used (a killed task has seconds before SIGKILL)."""
+        that a replacement never runs beside a second array. A killed task has seconds before
+        SIGKILL: the service job's cancel goes out at once, over the connection the wait used, while
+        its array is looked up (a just-cancelled service still names the array it submitted), and
+        the array's cancel follows."""
         if self._job_id is None:
             return
         service = self._job_id
         hook = self.hook
+        self.log.info("Cancelling Slurm job %s and its worker array (%s)", service, reason)
 
         async def cancel_all() -> list[tuple[int, bool | BaseException]]:
+            cancelling = asyncio.ensure_future(hook.a_cancel_job(service))
             try:
                 arrays = await service_worker_arrays(hook, [service], self.probe())
             except Exception as err:  # the service job is cancelled all the same
@@ -217,9 +220,10 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
                     "Could not find the worker array of Slurm job %s: %s", service, describe_error(err)
                 )
                 arrays = []
-            jobs = [service, *arrays]
-            ended = await asyncio.gather(*(hook.a_cancel_job(job) for job in jobs), return_exceptions=True)
-            return list(zip(jobs, ended, strict=True))
+            ended = await asyncio.gather(
+                cancelling, *(hook.a_cancel_job(job) for job in arrays), return_exceptions=True
+            )
+            return list(zip([service, *arrays], ended, strict=True))
 
         results = hook.run_on_private_loop(cancel_all)
         for job_id, cancelled in results:
@@ -311,6 +315,7 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
             self.log.info("Pathways service %s is ready: proxy %s", job_id, readiness.proxy_address)
             context["ti"].xcom_push(key="proxy_address", value=readiness.proxy_address)
             context["ti"].xcom_push(key="worker_array_job_id", value=readiness.worker_array_job_id)
+        self.leave_running(context)  # it serves on after the task: a clear then follows it, not restarts it
         return {
             "job_id": job_id,
             "proxy_address": readiness.proxy_address,

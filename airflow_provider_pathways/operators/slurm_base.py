@@ -398,6 +398,9 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         self.mark_followed(context)
         deadline = task_deadline(self, context, self.wait_timeout)
         if self.deferrable:
+            over = self._wait_already_over()
+            if over is not None:  # nothing to wait for: the trigger would fire at once
+                return self.finish_job(context, self._job_id, over)
             self.defer(
                 trigger=self.trigger(deadline),
                 method_name="execute_complete",
@@ -411,6 +414,17 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             is_transient=is_transient,
         )
         return self.finish_job(context, self._job_id, observed)
+
+    def _wait_already_over(self) -> Any:
+        """What :meth:`look` sees when the wait is already over (a reattach to a job that ended or
+        a service that is ready), else None (also when it cannot be read now: the trigger rides that
+        out). Deferring then would make the trigger fire at once, and Airflow 3.3's scheduler fails
+        a task whose trigger fires before it has processed the deferral's exit
+        (apache/airflow#72716)."""
+        try:
+            return self.look()
+        except Exception:
+            return None
 
     def mark_followed(self, context: Context) -> None:
         """A try after the first writes its number into the job's comment: an older try of the task

@@ -246,16 +246,21 @@ with dag("slurm_mapped") as mapped:
         ).expand(environment=[{"SHARD": str(i)} for i in range(SHARDS)])
 
 
+#: The sandbox's Pathways service: its start_pathways.sh, 2x4 slices, a bucket it never reads.
+SANDBOX_SERVICE: dict[str, Any] = {
+    "slurm_conn_id": CONN,
+    "script_path": "{{ params.scripts }}/start_pathways.sh",
+    "slice_shape": "2x4",
+    "gcs_bucket": "my-bucket",
+}
+
 with dag("slurm_service_ready") as service_ready:
     for mode, deferrable in (("deferred", True), ("polling", False)):
         service = PathwaysSlurmServiceOperator(
             task_id=f"service_{mode}",
-            slurm_conn_id=CONN,
-            script_path="{{ params.scripts }}/start_pathways.sh",
-            slice_shape="2x4",
+            **SANDBOX_SERVICE,
             min_slices=2,
             max_slices=2,
-            gcs_bucket="my-bucket",
             environment={"PATHWAYS_CLUSTER_ENV": f"{{{{ params.cluster_env }}}}.{mode}"},
             cluster_env_path=f"{{{{ params.cluster_env }}}}.{mode}",
             deferrable=deferrable,
@@ -271,15 +276,27 @@ with dag("slurm_service_ready") as service_ready:
         service >> stop.as_teardown(setups=service)
 
 
+with dag("slurm_service_cleared_while_serving") as service_cleared_while_serving:
+    # no teardown: the service still serves when the test clears the task
+    PathwaysSlurmServiceOperator(
+        task_id="service",
+        **SANDBOX_SERVICE,
+        min_slices=1,
+        max_slices=1,
+        environment={"PATHWAYS_CLUSTER_ENV": "{{ params.cluster_env }}"},
+        cluster_env_path="{{ params.cluster_env }}",
+        deferrable=True,
+        poll_interval=0.5,
+        retries=0,
+    )
+
+
 with dag("slurm_too_many_slices") as too_many_slices:
     PathwaysSlurmServiceOperator(
         task_id="service",
-        slurm_conn_id=CONN,
-        script_path="{{ params.scripts }}/start_pathways.sh",
-        slice_shape="2x4",
+        **SANDBOX_SERVICE,
         min_slices=1,
         max_slices=10000,
-        gcs_bucket="my-bucket",
         wait_for_ready=False,
         retries=2,
         **fast_retry(),

@@ -322,6 +322,34 @@ def test_connection_mistakes_are_named(short_lived: KubeStandin, monkeypatch: py
             hook.list_pods("none", NS)
 
 
+def test_a_missing_default_google_connection_signs_in_with_application_default_credentials(
+    short_lived: KubeStandin, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Airflow 3 no longer creates ``google_cloud_default`` (Composer does): named but missing, it
+    falls back to Application Default Credentials, as the google provider's hooks and the cache
+    cleanup do; here ``GOOGLE_APPLICATION_CREDENTIALS`` holds the stand-in's service-account key.
+    Without any, the error names the connection and both ways out."""
+    assert short_lived.google is not None
+    monkeypatch.delenv(_env_name("google_cloud_default"), raising=False)
+    hook = PathwaysJobHook(
+        connection(monkeypatch, "gke_adc", short_lived, gcp_conn_id="google_cloud_default")
+    )
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", short_lived.google["service_account_file"])
+    grants_before = short_lived.control("google")["grants"]
+    assert hook.list_pods("none", NS) == []
+    assert short_lived.control("google")["grants"] > grants_before  # the key's identity signed in
+
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-key.json"))
+    hook = PathwaysJobHook(
+        connection(monkeypatch, "gke_no_adc", short_lived, gcp_conn_id="google_cloud_default")
+    )
+    with pytest.raises(GkeConnectionError) as refused:
+        hook.list_pods("none", NS)
+    message = str(refused.value)
+    assert "Kubernetes connection 'gke_no_adc'" in message
+    assert "no Airflow connection 'google_cloud_default' and no Application Default Credentials" in message
+
+
 def test_kubeconfig_given_by_the_task_wins_over_the_google_identity(
     short_lived: KubeStandin, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,7 +18,11 @@ import pytest
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.hooks.slurm import SlurmHook
-from airflow_provider_pathways.operators.slurm import PathwaysSlurmServiceOperator, SlurmJobOperator
+from airflow_provider_pathways.operators.slurm import (
+    CancelSlurmJobOperator,
+    PathwaysSlurmServiceOperator,
+    SlurmJobOperator,
+)
 from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
 from tests.airflow_versions import TASK_LOG_IN_OUTPUT
 from tests.lost_answer import LosingRelay
@@ -398,6 +402,37 @@ def test_service_operator_waits_for_readiness_deferred_and_polling(
         assert outcomes[f"stop_{mode}"].state == "success", mode
         job_id = service.xcom["job_id"]
         wait_for(lambda job_id=job_id: job_state(job_id) == "CANCELLED", f"service {job_id} to be cancelled")
+
+
+@pytest.mark.parametrize("conn", ["slurm_rest"])
+def test_clearing_a_service_task_whose_service_still_serves_follows_it_without_deferring(
+    slurm_cluster: dict[str, str],
+    conn: str,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The service task had succeeded (ready), so a clear killed nothing: the cleared try follows
+    the same service, finds it ready and does not defer (its trigger would fire at once, before
+    Airflow 3.3's scheduler may have processed the deferral: apache/airflow#72716)."""
+    env = f"{slurm_cluster['SLURM_SANDBOX_USER_HOME']}/pathways/tests/{uuid.uuid4().hex}.env"
+    dag, when = load_dag(DAGS, "slurm_service_cleared_while_serving"), pendulum.datetime(2026, 3, 9, tz="UTC")
+    first = run_dag(dag, params(slurm_cluster, conn, cluster_env=env), logical_date=when)["service"]
+    assert first.state == "success"
+    capfd.readouterr()
+    caplog.clear()
+    try:
+        cleared = clear_and_rerun(dag, when)["service"]
+        logs = capfd.readouterr().out
+        assert cleared.state == "success"
+        assert "Pausing task as DEFERRED" not in logs + caplog.text  # no trigger ran
+        assert cleared.xcom["job_id"] == first.xcom["job_id"]  # the same service, not restarted
+        assert cleared.xcom["proxy_address"] == first.xcom["proxy_address"]
+        assert job_state(first.xcom["job_id"]) == "RUNNING"
+    finally:
+        stop = CancelSlurmJobOperator(
+            task_id="stop", slurm_conn_id=conn, job_ids=str(first.xcom["job_id"]), cluster_env_path=env
+        )
+        stop.execute({})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("conn", TRANSPORTS)

@@ -105,9 +105,10 @@ def test_a_workload_remembers_its_success_and_a_cleared_try_reports_it_again_fro
     assert again.pushed == first.pushed == {"job_id": 77, "job": job.to_dict()}
 
 
-def test_a_ready_service_remembers_no_success() -> None:
+def test_a_ready_service_remembers_no_success_and_that_it_serves_on() -> None:
     """A service's success is its readiness, not its end: a cleared service task judges the job
-    again (a live one is followed or restarted, a gone one replaced), never reports a stale proxy."""
+    again (a live one is followed, as the clear table of docs/outcomes.rst says of a job a ready
+    try left running; a gone one replaced), never reports a stale proxy."""
     from airflow_provider_pathways.outcomes import KeptJob
     from airflow_provider_pathways.slurm.service import Readiness, ServiceCheck
 
@@ -123,4 +124,4 @@ def test_a_ready_service_remembers_no_success() -> None:
     )
     ready = ServiceCheck(None, Readiness(True, "ready", proxy_address="grpc://10.0.0.1:29000"))
     service.finish_job({"ti": ti, "task_state_store": store}, 78, ready)  # type: ignore[arg-type]
-    assert store.get("slurm_job_id") == KeptJob(78, max_tries=0).to_stored()
+    assert store.get("slurm_job_id") == KeptJob(78, max_tries=0, left_running=True).to_stored()

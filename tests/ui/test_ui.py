@@ -222,9 +222,9 @@ def test_gke_connection_saved_through_the_form_reaches_the_cluster(
     expect(switch(dialog, "In cluster configuration")).to_have_attribute("data-state", "unchecked")
     text_input(dialog, "Kube config path").fill(str(kube.kubeconfig))
     text_input(dialog, "Namespace").fill("ml")
-    text_input(dialog, "GCP project (for console links)").fill("tpu-project")
-    text_input(dialog, "GKE cluster name (for console links)").fill("tpu-cluster")
-    text_input(dialog, "GKE cluster location (for console links)").fill("us-east5")
+    text_input(dialog, "GCP project (Google sign-in, console links)").fill("tpu-project")
+    text_input(dialog, "GKE cluster name (Google sign-in, console links)").fill("tpu-cluster")
+    text_input(dialog, "GKE cluster location (Google sign-in, console links)").fill("us-east5")
     screenshots.take(dialog, "gke-form")
     save(page, dialog, "ui_gke")
 
