@@ -208,6 +208,8 @@ async def test_a_gke_api_server_error_while_signing_in_is_ridden_out_as_an_outag
     assert PathwaysJobHook("gke_google").delete_job(spec.name, NS) is True
 
 
+@pytest.mark.slow  # a whole DAG run waiting until its program runs, four times
+@pytest.mark.versioned  # each Airflow logs the refusal its own way
 @pytest.mark.parametrize("policy", ["delete", "keep"])
 @pytest.mark.parametrize("mode", ["deferred", "polling"])
 def test_credentials_refused_in_the_middle_of_a_wait_fail_the_try_for_good(

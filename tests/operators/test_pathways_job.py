@@ -289,6 +289,8 @@ def test_a_job_suspended_for_good_is_replaced_by_the_retry_and_deleted_by_the_la
         assert creates(kube) == 1 and stand_in_objects(kube, "pathwaysjobs", namespace) == []
 
 
+@pytest.mark.slow  # waits out a timeout of seconds
+@pytest.mark.versioned  # the alarm and the deferral deadline differ by Airflow version
 @EXECUTION_TIMEOUT
 @pytest.mark.parametrize(("events", "kept"), [(("success", "failure"), False), (("kill",), True)])
 def test_a_polling_try_past_its_execution_timeout_applies_the_failure_policy(
@@ -306,6 +308,8 @@ def test_a_polling_try_past_its_execution_timeout_applies_the_failure_policy(
     assert [job["metadata"].get("deletionTimestamp") is None for job in jobs] == ([True] if kept else [])
 
 
+@pytest.mark.slow  # waits out a timeout of seconds
+@pytest.mark.versioned  # the alarm and the deferral deadline differ by Airflow version
 @DEFERRED_EXECUTION_TIMEOUT
 @pytest.mark.parametrize(("events", "kept"), [(("success", "failure"), False), (("kill",), True)])
 def test_a_deferred_try_past_its_execution_timeout_applies_the_failure_policy(
