@@ -25,6 +25,7 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHo
 from kubernetes_asyncio import client as async_client
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
+from airflow_provider_pathways.failures import PathwaysSpecRejected
 from airflow_provider_pathways.gke.objects import (
     DEFAULT_STATUS_OPTIONS,
     JOBSET,
@@ -326,6 +327,18 @@ DEFAULT_WATCH_TIMEOUT_SECONDS = 900
 DELETION_POLL_SECONDS = 0.5
 MERGE_PATCH = "application/merge-patch+json"
 _CONFLICT = 409
+_UNPROCESSABLE = 422
+
+
+class JobNameTaken(RuntimeError):
+    """Creating a job found an object of its kind and name already there (409 Conflict): another
+    one, or this very job when an earlier attempt of the request was answered late."""
+
+    def __init__(self, ref: JobRef) -> None:
+        super().__init__(f"{ref} already exists")
+        self.ref = ref
+
+
 _RAISE = object()
 T = TypeVar("T")
 
@@ -533,15 +546,26 @@ class PathwaysJobHook(KubernetesHook):
     # ---- the API (async; each sync method below runs the same coroutine) ------------------
 
     async def a_create_job(self, manifest: Mapping[str, Any], namespace: str) -> dict[str, Any]:
-        """Create the PathwaysJob or JobSet ``manifest``; raises ``ApiException`` (409) when its
-        name is taken, (422) when the API server refuses the object."""
+        """Create the PathwaysJob or JobSet ``manifest``; raises :class:`JobNameTaken` when an object
+        of its kind and name exists (409, also when this request's own earlier attempt made it), and
+        :class:`~airflow_provider_pathways.failures.PathwaysSpecRejected` when the API server refuses
+        the object (422, with its message)."""
         resource = JobKind(manifest["kind"]).resource
+        name = str((manifest.get("metadata") or {}).get("name") or "")
         async with self.a_client() as api_client:
-            return await self._call(
-                lambda: async_client.CustomObjectsApi(api_client).create_namespaced_custom_object(
-                    **resource.coordinates(namespace), body=dict(manifest)
+            try:
+                return await self._call(
+                    lambda: async_client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+                        **resource.coordinates(namespace), body=dict(manifest)
+                    )
                 )
-            )
+            except AsyncApiException as err:
+                if err.status == _CONFLICT:
+                    raise JobNameTaken(JobRef(name, namespace, manifest["kind"])) from err
+                if err.status == _UNPROCESSABLE:
+                    body = err.body.decode(errors="replace") if isinstance(err.body, bytes) else err.body
+                    raise PathwaysSpecRejected(f"the API server rejected {namespace}/{name}: {body}") from err
+                raise
 
     async def a_get_object(
         self,

@@ -193,7 +193,7 @@ class FollowedJob:
         its name and kind; judged as a kept job is, so a suspended one is followed, not run twice,
         unless ``fail_on_suspend`` would fail it at once: then it is deleted), or create one; an
         ended job of the task instance keeps its name, and the new one is named for this try."""
-        from kubernetes_asyncio.client.exceptions import ApiException
+        from airflow_provider_pathways.hooks.kubernetes import JobNameTaken
 
         namespace, owner = self.spec.namespace or "", self._owner()
         ended: set[str] = set()
@@ -228,12 +228,7 @@ class FollowedJob:
         self.show_manifest(context, manifest, f"Submitting {self.kind} {namespace}/{name}", dry_run=False)
         try:
             created = self.hook.create_job(manifest, namespace)
-        except ApiException as err:
-            if err.status == 422:
-                body = err.body.decode(errors="replace") if isinstance(err.body, bytes) else err.body
-                raise PathwaysSpecRejected(f"the API server rejected {namespace}/{name}: {body}") from err
-            if err.status != 409:
-                raise
+        except JobNameTaken as err:
             existing = self.hook.get_object(JobKind(self.kind).resource, name, namespace)
             if existing is None or not is_this_job(existing, JobRef(name, namespace, self.kind), owner):
                 raise AirflowFailException(

@@ -13,7 +13,7 @@ import aiohttp
 import psutil
 import pytest
 
-from airflow_provider_pathways.failures import FailureClass
+from airflow_provider_pathways.failures import FailureClass, PathwaysSpecRejected
 from airflow_provider_pathways.gke.objects import (
     DEFAULT_STATUS_OPTIONS,
     JOBSET,
@@ -58,6 +58,25 @@ def test_slices_come_up_one_by_one_and_the_program_completes(hook: PathwaysJobHo
     assert hook.delete_job(spec.name, NS) is True
     hook.wait_until_deleted(spec.name, NS, JobKind.PATHWAYS_JOB, 15)
     assert hook.delete_job(spec.name, NS) is False  # already gone: fine
+
+
+def test_a_taken_name_and_a_refused_object_are_the_providers_own_errors(hook: PathwaysJobHook) -> None:
+    """The hook translates the API server's answers to a create: 409 Conflict (a Kubernetes API
+    server's answer to a create whose name exists) is JobNameTaken naming the job, 422 (the
+    schema's refusal, as the PathwaysJob CRD's openAPIV3Schema makes it) is PathwaysSpecRejected
+    with the server's message; the operator decides from those, never from ApiException."""
+    spec = new_spec(NS, program_seconds=30)
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    with pytest.raises(kubernetes_hook.JobNameTaken) as taken:
+        hook.create_job(spec.to_pathwaysjob(), NS)
+    assert (taken.value.ref.name, taken.value.ref.namespace) == (spec.name, NS)
+    refused = spec.to_pathwaysjob()
+    refused["metadata"]["name"] = "Bad_Name"
+    with pytest.raises(
+        PathwaysSpecRejected, match=rf"the API server rejected {NS}/Bad_Name: .*metadata.name"
+    ):
+        hook.create_job(refused, NS)
+    assert hook.delete_job(spec.name, NS) is True
 
 
 def test_failing_program_reports_its_exit_code(hook: PathwaysJobHook) -> None:
