@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from functools import cached_property
@@ -32,9 +31,9 @@ from airflow_provider_pathways.slurm.service import (
     Readiness,
     ServiceCheck,
     ServiceProbe,
+    cancel_services,
     check_pathways_service,
     per_run_cluster_env_path,
-    service_worker_arrays,
 )
 from airflow_provider_pathways.slurm.submit import (
     array_size_problem,
@@ -200,42 +199,26 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
             self.cluster_env_path, self.is_dry_run = given, dry
 
     def _cancel(self, reason: str) -> None:
-        """Cancel the service job and its worker array, on kill, timeout and replacement alike, so
-        that a replacement never runs beside a second array. A killed task has seconds before
-        SIGKILL: the service job's cancel goes out at once, over the connection the wait used, while
-        its array is looked up (a just-cancelled service still names the array it submitted), and
-        the array's cancel follows."""
+        """Cancel the service job and its worker array (:func:`cancel_services`: the service at
+        once, the array right after), on kill, timeout and replacement alike, so that a replacement
+        never runs beside a second array; over the connection the wait used."""
         if self._job_id is None:
             return
-        service = self._job_id
-        hook = self.hook
+        service, hook, probe = self._job_id, self.hook, self.probe()
         self.log.info("Cancelling Slurm job %s and its worker array (%s)", service, reason)
 
-        async def cancel_all() -> list[tuple[int, bool | BaseException]]:
-            cancelling = asyncio.ensure_future(hook.a_cancel_job(service))
-            try:
-                arrays = await service_worker_arrays(hook, [service], self.probe())
-            except Exception as err:  # the service job is cancelled all the same
-                self.log.warning(
-                    "Could not find the worker array of Slurm job %s: %s", service, describe_error(err)
-                )
-                arrays = []
-            ended = await asyncio.gather(
-                cancelling, *(hook.a_cancel_job(job) for job in arrays), return_exceptions=True
+        def lookup_failed(err: BaseException) -> None:
+            self.log.warning(
+                "Could not find the worker array of Slurm job %s: %s", service, describe_error(err)
             )
-            return list(zip([service, *arrays], ended, strict=True))
 
-        results = hook.run_on_private_loop(cancel_all)
-        for job_id, cancelled in results:
-            if isinstance(cancelled, BaseException):
-                continue
-            what = f"Slurm job {job_id}" if job_id == service else f"Worker array {job_id} of {service}"
-            self.log.info("%s %s (%s)", what, "cancelled" if cancelled else "had already ended", reason)
-        failures = [(job_id, err) for job_id, err in results if isinstance(err, BaseException)]
-        for job_id, err in failures:
-            self.log.warning("Could not cancel Slurm job %s: %s", job_id, describe_error(err))
+        results = hook.run_on_private_loop(lambda: cancel_services(hook, [service], probe, lookup_failed))
+        for result in results:
+            log = self.log.warning if isinstance(result.ended, BaseException) else self.log.info
+            log("%s (%s)", result.describe(), reason)
+        failures = [result.ended for result in results if isinstance(result.ended, BaseException)]
         if failures:
-            raise failures[0][1]
+            raise failures[0]
 
     def probe(self) -> ServiceProbe:
         """Where the service reports and what ready asks for."""
@@ -642,22 +625,26 @@ class CancelSlurmJobOperator(BaseOperator):
             ids.append(int(text))
         return ids
 
-    def _worker_arrays(self, service_ids: list[int]) -> list[int]:
+    def _probe(self) -> ServiceProbe:
         array = self.worker_array_job_id
-        probe = ServiceProbe(
+        return ServiceProbe(
             cluster_env_path=self.cluster_env_path,
             worker_array_job_id=None if array in (None, "", "None") else int(str(array)),
             worker_array_key=self.worker_array_key,
             service_job_key=self.service_job_key,
             worker_job_name=self.worker_job_name,
         )
-        return self.hook.run_on_private_loop(lambda: service_worker_arrays(self.hook, service_ids, probe))
 
     def execute(self, context: Context) -> dict[str, list[int]]:
-        service_ids = self._ids()
-        cancelled: list[int] = []
-        ended: list[int] = []
-        for job_id in service_ids + [a for a in self._worker_arrays(service_ids) if a not in service_ids]:
-            (cancelled if self.hook.cancel_job(job_id) else ended).append(job_id)
+        service_ids, probe, hook = self._ids(), self._probe(), self.hook
+        lookup: list[BaseException] = []
+        results = hook.run_on_private_loop(lambda: cancel_services(hook, service_ids, probe, lookup.append))
+        problems = [result.describe() for result in results if isinstance(result.ended, BaseException)]
+        if lookup:  # the service jobs were cancelled; their arrays may still run: fail, to be retried
+            problems.append(f"the worker arrays could not be looked up: {describe_error(lookup[0])}")
+        if problems:
+            raise AirflowException("; ".join(problems))
+        cancelled = [result.job_id for result in results if result.ended is True]
+        ended = [result.job_id for result in results if result.ended is False]
         self.log.info("Cancelled Slurm jobs %s; already ended: %s", cancelled or "none", ended or "none")
         return {"cancelled": cancelled, "already_ended": ended}

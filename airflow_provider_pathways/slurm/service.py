@@ -23,12 +23,13 @@ import asyncio
 import re
 import shlex
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from airflow_provider_pathways.slurm.job import JOB_ROLE, SlurmJob, comment_role
+from airflow_provider_pathways.transient import describe_error
 
 DEFAULT_CLUSTER_ENV_PATH = "~/pathways/cluster.env"
 DEFAULT_PROXY_KEYS: tuple[str, ...] = ("PATHWAYS_PROXY_ADDRESS", "JAX_BACKEND_TARGET", "PATHWAYS_PROXY")
@@ -341,6 +342,12 @@ class SlurmReader(Protocol):
     async def a_get_user_jobs(self) -> list[SlurmJob]: ...
 
 
+class SlurmCanceller(SlurmReader, Protocol):
+    """A cluster the service's jobs can also be cancelled on."""
+
+    async def a_cancel_job(self, job_id: int) -> bool: ...
+
+
 @dataclass(frozen=True)
 class ServiceProbe:
     """Where the Pathways service reports (its ``cluster.env`` and the keys in it) and what ready
@@ -512,3 +519,49 @@ async def service_worker_arrays(
         raise records
     services = [job for job in jobs if job is not None and job.array_job_id is None]
     return attributed_worker_arrays(services, records, probe.worker_job_name)
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What cancelling one job did: ``ended`` True (cancelled now), False (it had already ended), or
+    the error; ``array_of``: for a worker array, the service jobs it belongs to."""
+
+    job_id: int
+    ended: bool | BaseException
+    array_of: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        what = f"Slurm job {self.job_id}"
+        if self.array_of:
+            what = f"Worker array {self.job_id} of Slurm job {', '.join(map(str, self.array_of))}"
+        if isinstance(self.ended, BaseException):
+            return f"{what} could not be cancelled: {describe_error(self.ended)}"
+        return f"{what} {'cancelled' if self.ended else 'had already ended'}"
+
+
+async def cancel_services(
+    hook: SlurmCanceller,
+    service_job_ids: Sequence[int],
+    probe: ServiceProbe = ServiceProbe(),
+    on_lookup_error: Callable[[BaseException], None] | None = None,
+) -> list[Cancelled]:
+    """Cancel Pathways service jobs and their worker arrays (:func:`service_worker_arrays`). A
+    killed task has seconds before SIGKILL: the service jobs' cancels go out at once, while the
+    arrays are looked up (a just-cancelled service job still names the array it submitted), and the
+    arrays' follow. A lookup that fails (``on_lookup_error`` is told) leaves the arrays running.
+    Harmless for jobs that already ended; one job's error is in its result, never raised."""
+    services = list(dict.fromkeys(service_job_ids))
+    cancelling = [asyncio.ensure_future(hook.a_cancel_job(job_id)) for job_id in services]
+    try:
+        arrays = [a for a in await service_worker_arrays(hook, services, probe) if a not in services]
+    except Exception as err:
+        if on_lookup_error is not None:
+            on_lookup_error(err)
+        arrays = []
+    ended = await asyncio.gather(
+        *cancelling, *(hook.a_cancel_job(job_id) for job_id in arrays), return_exceptions=True
+    )
+    return [Cancelled(job_id, result) for job_id, result in zip(services, ended, strict=False)] + [
+        Cancelled(job_id, result, tuple(services))
+        for job_id, result in zip(arrays, ended[len(services) :], strict=True)
+    ]

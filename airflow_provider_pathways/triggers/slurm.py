@@ -19,8 +19,8 @@ from airflow_provider_pathways.slurm.service import (
     DEFAULT_WORKER_ARRAY_KEY,
     DEFAULT_WORKER_JOB_NAME,
     ServiceProbe,
+    cancel_services,
     check_pathways_service,
-    service_worker_arrays,
 )
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
@@ -329,11 +329,9 @@ class PathwaysClusterEnvTrigger(_SlurmPollingTrigger):
             return
         hook = self._hook()
         try:
-            arrays = await service_worker_arrays(hook, [self.service_job_id], self.probe)
-            for job_id in [self.service_job_id, *arrays]:
-                cancelled = await hook.a_cancel_job(job_id)
-                self.log.info(
-                    "Slurm job %s %s on kill", job_id, "cancelled" if cancelled else "had already ended"
-                )
+            results = await cancel_services(hook, [self.service_job_id], self.probe)
         finally:
             await hook.a_close()
+        for result in results:
+            log = self.log.warning if isinstance(result.ended, BaseException) else self.log.info
+            log("%s on kill", result.describe())

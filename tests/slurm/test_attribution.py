@@ -12,6 +12,7 @@ and resets a requeued array task's submit time.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
@@ -27,6 +28,7 @@ from airflow_provider_pathways.slurm.job import (
 from airflow_provider_pathways.slurm.service import (
     DEFAULT_WORKER_JOB_NAME,
     attributed_worker_arrays,
+    cancel_services,
     match_worker_array,
     peer_services,
 )
@@ -179,3 +181,61 @@ def test_a_marked_comment_keeps_the_marker_its_role_and_the_try_following_the_jo
     assert comment_role(f"{marker} try=2") is None
     assert comment_role("role=job") is None  # not this provider's mark
     assert comment_role(None) is None
+
+
+class Cluster:
+    """One user's jobs in memory, as slurmctld would answer the reads a service lookup makes; a
+    cancel ends the job now (``CANCELLED``, its ``EndTime`` set, as ``scancel`` does)."""
+
+    def __init__(self, jobs: list[SlurmJob], now: float) -> None:
+        self.jobs = {job.job_id: job for job in jobs}
+        self.now = now
+        self.cancelled: list[int] = []
+        self.service_cancelled = asyncio.Event()
+
+    async def a_get_job(self, job_id: int, *, required: bool = False) -> SlurmJob | None:
+        return self.jobs.get(job_id)
+
+    async def a_get_array_tasks(self, array_job_id: int) -> list[SlurmJob]:
+        return [job for job in self.jobs.values() if job.array_job_id == array_job_id]
+
+    async def a_read_file(self, path: str, *, tail_bytes: int | None = None) -> str | None:
+        return None  # no cluster.env: the array is found from the records alone
+
+    async def a_stat_file(self, path: str) -> tuple[float, int] | None:
+        return None
+
+    async def a_get_user_jobs(self) -> list[SlurmJob]:
+        await self.service_cancelled.wait()  # answers only once the service's cancel went out
+        return list(self.jobs.values())
+
+    async def a_cancel_job(self, job_id: int) -> bool:
+        """``scancel <id>``: an array job's id cancels every task of the array."""
+        ending = [
+            j for j in self.jobs.values() if job_id in (j.job_id, j.array_job_id) and j.end_time is None
+        ]
+        for job in ending:
+            self.jobs[job.job_id] = replace(job, state="CANCELLED", end_time=at(self.now))
+        if not ending:
+            return False
+        self.cancelled.append(job_id)
+        if self.jobs[job_id].array_job_id is None:
+            self.service_cancelled.set()
+        return True
+
+
+def test_a_killed_service_is_cancelled_before_its_array_is_looked_up_and_the_array_after() -> None:
+    """Airflow gives a killed task 5 s between SIGTERM and SIGKILL (the task SDK supervisor's
+    kill escalation): the service's cancel must not wait for the lookup of its worker array, and
+    the array, submitted while the service ran, is still attributed to the just-cancelled service
+    and cancelled; a rival's array stays."""
+    ours, rival = service(100, start=0), service(110, start=20, name="dag_b.service")
+    cluster = Cluster([ours, rival, *array(101, 1), *array(111, 21)], now=30)
+
+    results = asyncio.run(asyncio.wait_for(cancel_services(cluster, [100]), timeout=5))
+
+    assert cluster.cancelled == [100, 101]  # the service first, then its array
+    assert [(r.job_id, r.ended, r.array_of) for r in results] == [(100, True, ()), (101, True, (100,))]
+    assert results[1].describe() == "Worker array 101 of Slurm job 100 cancelled"
+    assert cluster.jobs[102].state == "CANCELLED"  # every task of the array
+    assert cluster.jobs[111].end_time is None  # the other DAG's workers run on
