@@ -20,7 +20,7 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from airflow_provider_pathways import metrics
-from airflow_provider_pathways.airflow_features import inherited_default_args
+from airflow_provider_pathways.airflow_features import inherited_default_args, store_for_good
 from airflow_provider_pathways.failures import (
     DEFAULT_PREEMPTION_RETRIES,
     PathwaysWatchLost,
@@ -515,7 +515,9 @@ class ReattachingJobOperator(BaseOperator):
         """Keep the job this try follows, with the task instance's ``max_tries`` of now."""
         store = context.get("task_state_store")
         if store is not None:
-            store.set(self.external_id_key, replace(kept, max_tries=_max_tries(context)).to_stored())
+            store_for_good(
+                store, self.external_id_key, replace(kept, max_tries=_max_tries(context)).to_stored()
+            )
 
     def adopt_unclaimed_job(self, context: Context) -> JsonValue | None:
         """A job an earlier try of this task instance submitted and kept no id of, still active; None
@@ -630,7 +632,7 @@ class ReattachingJobOperator(BaseOperator):
         with contextlib.suppress(Exception):
             stored = store.get(self.external_id_key)
             if stored is not None:
-                store.set(self.external_id_key, change(KeptJob.from_stored(stored)).to_stored())
+                store_for_good(store, self.external_id_key, change(KeptJob.from_stored(stored)).to_stored())
 
     def forget_job(self, context: Context | None) -> None:
         """Drop the kept job id: the next try submits a fresh job."""

@@ -8,6 +8,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_pathways import metrics
+from airflow_provider_pathways.airflow_features import store_for_good
 from airflow_provider_pathways.gke.objects import QUEUE_NAME_LABEL
 from airflow_provider_pathways.gke.status import observe_status
 from airflow_provider_pathways.lineage import PathwaysRun, operator_lineage
@@ -134,7 +135,7 @@ class MeasuredPathwaysJob:
         usage = tpu_hours([*(t for t in earlier if t.try_number != this.try_number), this], unrecorded)
         if store is not None:
             with contextlib.suppress(Exception):
-                store.set(TPU_HOURS_KEY, {"tries": [t.to_dict() for t in usage.tries]})
+                store_for_good(store, TPU_HOURS_KEY, {"tries": [t.to_dict() for t in usage.tries]})
         self._preemptions = sum(t.preempted for t in usage.tries)
         ti.xcom_push(key=TPU_HOURS_KEY, value=usage.to_dict())
         self.log.info("%s", usage.summary(this.try_number))

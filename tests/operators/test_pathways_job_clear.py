@@ -62,6 +62,24 @@ def test_a_cleared_task_whose_job_succeeded_reports_the_success_again_without_ru
     assert cleared.xcom["status"]["phase"] == "succeeded"
     assert cleared.xcom["name"] == first.xcom["name"]
     assert creates(kube) == 1
+    # kept for good, not [state_store] default_retention_days (30): a task cleared later, or a job
+    # that runs longer, still finds what its earlier tries kept
+    assert stored_expiries(dag.dag_id) == {"pathways_job": None, "tpu_hours": None}
+
+
+def stored_expiries(dag_id: str) -> dict[str, Any]:
+    """Each ``task_state_store`` key of the DAG's task instances and when it expires."""
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(
+            select(TaskStateStoreModel.key, TaskStateStoreModel.expires_at).where(
+                TaskStateStoreModel.dag_id == dag_id
+            )
+        ).all()
+    return {key: expires for key, expires in rows}
 
 
 @pytest.mark.parametrize("mode", ["polling", "deferred"])
