@@ -49,9 +49,10 @@ def run_dag(dag: Any, conf: dict[str, Any] | None = None, **test_args: Any) -> d
     return outcomes_of(dag, run.run_id)
 
 
-def clear_and_rerun(dag: Any, logical_date: datetime) -> dict[str, TaskOutcome]:
+def clear_and_rerun(dag: Any, logical_date: datetime, *, keep_state: bool = True) -> dict[str, TaskOutcome]:
     """Clear the run of ``dag`` at ``logical_date`` the way the UI's *Clear* does (Airflow 3.3
-    keeps each task's ``task_state_store``), then run it again the way ``dag.test()`` runs one."""
+    keeps each task's ``task_state_store``; ``keep_state=False``: its rows are deleted, as Airflow
+    3.4 does on a clear unless asked to keep them), then run it again the way ``dag.test()`` runs one."""
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance, clear_task_instances
     from airflow.sdk.definitions.dag import _run_task
@@ -75,6 +76,15 @@ def clear_and_rerun(dag: Any, logical_date: datetime) -> dict[str, TaskOutcome]:
         )
         clear_task_instances(tis, session, dag_run_state=DagRunState.RUNNING)
         run_id = run.run_id
+        if not keep_state:
+            from airflow.models.task_state_store import TaskStateStoreModel
+            from sqlalchemy import delete
+
+            session.execute(
+                delete(TaskStateStoreModel).where(
+                    TaskStateStoreModel.dag_id == dag.dag_id, TaskStateStoreModel.run_id == run_id
+                )
+            )
     with create_session() as session:
         run = session.scalar(select(DagRun).where(DagRun.dag_id == dag.dag_id, DagRun.run_id == run_id))
         run.dag = scheduler_dag

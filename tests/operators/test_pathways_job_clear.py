@@ -116,6 +116,46 @@ def test_clearing_a_task_whose_ready_job_still_serves_follows_the_job_without_re
     )
 
 
+def test_with_its_state_discarded_a_cleared_task_runs_a_succeeded_job_again_and_follows_a_serving_one(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Airflow 3.4 discards a task's ``task_state_store`` when it is cleared (unless asked to keep
+    it): the *state discarded* column of the clear table (docs/outcomes.rst). A succeeded job is
+    run again as a fresh job; a ready job that serves on is found by its owner labels and followed,
+    not restarted."""
+    dag, when = load_dag(DAGS, "gke_cleared_after_success"), at(7)
+    assert run_dag(dag, logical_date=when)["train"].state == "success"
+    kube.control("requests/reset")
+    again = clear_and_rerun(dag, when, keep_state=False)["train"]
+    assert again.state == "success" and creates(kube) == 1  # nothing said it had run: run again
+
+    dag, when = load_dag(DAGS, "gke_cleared_while_serving"), at(8)
+    first = run_dag(dag, logical_date=when)["train"]
+    assert first.state == "success"
+    [serving] = [
+        job
+        for job in stand_in_objects(kube, "pathwaysjobs", "cleared-serving")
+        if job["metadata"]["name"] == first.xcom["name"]
+    ]
+    capfd.readouterr()
+    kube.control("requests/reset")
+    cleared = clear_and_rerun(dag, when, keep_state=False)["train"]
+    logs = capfd.readouterr().out
+    assert cleared.state == "success" and creates(kube) == 0
+    if TASK_LOG_IN_OUTPUT:
+        assert "created by an earlier try of this task instance" in logs  # found by its owner labels
+    assert cleared.xcom["name"] == first.xcom["name"]
+    [still] = [
+        job
+        for job in stand_in_objects(kube, "pathwaysjobs", "cleared-serving")
+        if job["metadata"]["name"] == first.xcom["name"]
+    ]
+    assert still["metadata"]["uid"] == serving["metadata"]["uid"]
+    PathwaysJobHook(kubernetes_conn_id=CONN).delete_job(
+        still["metadata"]["name"], "cleared-serving", JobKind.PATHWAYS_JOB
+    )
+
+
 @pytest.mark.slow
 def test_clearing_a_task_that_lost_sight_of_its_running_job_follows_it(
     kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
