@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from airflow.providers.common.compat.sdk import BaseHook
 
-from airflow_provider_pathways.loop_thread import LoopThread
+from airflow_provider_pathways.loop_thread import LoopThread, blocking
 from airflow_provider_pathways.slurm.accounting import latest_attempts
 from airflow_provider_pathways.slurm.errors import SlurmAuthError, SlurmError, SlurmJobLost, is_transient
 from airflow_provider_pathways.slurm.job import SlurmJob, expand_task_ids
@@ -101,13 +101,12 @@ class SlurmHook(BaseHook):
         super().__init__()
         self.slurm_conn_id = slurm_conn_id
         self._settings: SlurmSettings | None = None
-        self._runner = LoopThread("slurm-hook-loop")
-        self._sync_holder: dict[str, Any] = {}
+        self.runner = LoopThread("slurm-hook-loop")
         self._async_transport: tuple[asyncio.AbstractEventLoop, SlurmTransport] | None = None
         self._array_size_cache: weakref.WeakKeyDictionary[SlurmTransport, int | None] = (
             weakref.WeakKeyDictionary()
         )
-        self._finalizer = weakref.finalize(self, self._runner.stop)
+        self._finalizer = weakref.finalize(self, self.runner.stop)
 
     # ---- settings and transports ----------------------------------------------------------
 
@@ -138,30 +137,12 @@ class SlurmHook(BaseHook):
 
         return SshTransport(settings)
 
-    def _run(self, make: Callable[[SlurmTransport], Awaitable[T]], *, retry: bool = True) -> T:
-        """Run ``make(transport)`` on the private loop with the sync transport; transient errors
-        are retried with backoff unless ``retry`` is False (a submission could run twice)."""
-        settings = self.settings
-
-        async def call() -> T:
-            loop = asyncio.get_running_loop()
-            transport = self._sync_holder.get("transport")
-            if transport is None or self._sync_holder.get("loop") is not loop:  # new loop (e.g. fork)
-                transport = self._sync_holder["transport"] = self._make_transport(settings)
-                self._sync_holder["loop"] = loop
-                self._runner.at_stop(transport.close)
-            return await self._with_fresh_token(transport, make)
-
-        if not retry:
-            return self._runner.run(call())
-        return self._runner.run(self._retrying(call))
-
     def run_on_private_loop(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Run a coroutine that uses this hook's ``a_*`` methods on the hook's private event loop.
 
         For synchronous callers (pokes, polling loops): the HTTP session or SSH connection opened
         there is kept for the next call instead of a new event loop and connection per call."""
-        return self._runner.run(make())
+        return self.runner.run(make())
 
     def _log_retry(self, err: BaseException, delay: float) -> None:
         self.log.warning("Slurm error (%s); retrying in %.1fs", self._safe_message(err), delay)
@@ -208,7 +189,7 @@ class SlurmHook(BaseHook):
 
         return await (self._retrying(call) if retry else call())
 
-    # ---- shared logic (async; the sync methods run the same code) -------------------------
+    # ---- shared logic ----------------------------------------------------------------------
 
     async def _expand(self, transport: SlurmTransport, path: str) -> str:
         if not path.startswith("~"):
@@ -319,9 +300,9 @@ class SlurmHook(BaseHook):
     async def _stat(self, transport: SlurmTransport, path: str) -> tuple[float, int] | None:
         return await self._files(transport).stat(await self._expand(transport, path))
 
-    # ---- sync API -------------------------------------------------------------------------
+    # ---- the API (async; each sync method below runs the same coroutine) --------------------
 
-    def submit_job(self, request: SubmitRequest | None = None, **fields: Any) -> int:
+    async def a_submit_job(self, request: SubmitRequest | None = None, **fields: Any) -> int:
         """Submit a batch job and return its id: ``request``, or the fields of
         :meth:`SubmitRequest.build <airflow_provider_pathways.slurm.submit.SubmitRequest.build>`.
 
@@ -336,128 +317,70 @@ class SlurmHook(BaseHook):
         never put on a command line). ``extra_options`` are further sbatch long options
         (``{"cpus-per-task": "4"}``, ``""`` for a flag; REST maps them to job fields, dashes to
         underscores). Paths may start with ``~``. Bad input raises ValueError/TypeError naming
-        the field before anything is submitted.
+        the field before anything is submitted. Not retried: a submission could run twice.
         """
         request = _request(request, fields)
-        return self._run(lambda t: self._submit(t, request), retry=False)
+        return await self._a_call(lambda t: self._submit(t, request), retry=False)
 
-    def get_job(self, job_id: int, *, required: bool = False) -> SlurmJob | None:
+    async def a_get_job(self, job_id: int, *, required: bool = False) -> SlurmJob | None:
         """The job (or array task with that id): slurmctld's record, or, once slurmctld forgot the
         ended job (``MinJobAge`` after its end, 300 s by default), the last attempt in accounting
         (``source == "accounting"``). None when neither knows it; with ``required=True`` (a job
         this caller submitted) that raises :class:`~airflow_provider_pathways.slurm.errors.SlurmJobLost`
         instead ("job N is no longer known to slurmctld and the cluster keeps no accounting"),
         an infrastructure failure whose end is unknown."""
-        return self._run(lambda t: self._get_job(t, int(job_id), required))
+        return await self._a_call(lambda t: self._get_job(t, int(job_id), required))
 
-    def max_array_size(self) -> int | None:
+    async def a_max_array_size(self) -> int | None:
         """The cluster's ``MaxArraySize`` (array indices go from 0 to MaxArraySize - 1; Slurm's
         default is 1001), read once per connection: ``scontrol show config`` over SSH (also for REST
         connections with ``ssh_host``), ``GET /slurm/vX/conf`` from slurmrestd v0.0.45 (Slurm
         26.05) on. None when the connection cannot read it (slurmrestd before v0.0.45 without
         ``ssh_host``); slurmctld then still refuses a too large array at submission."""
-        return self._run(self._max_array_size)
-
-    def get_array_tasks(self, array_job_id: int) -> list[SlurmJob]:
-        """Every task of an array, pending ranges expanded, sorted by task id (one Slurm query)."""
-        return self._run(lambda t: self._array_tasks(t, int(array_job_id)))
-
-    def expand_path(self, path: str) -> str:
-        """The path with a leading ``~`` replaced by the cluster user's home (read over the
-        connection's file access)."""
-        return self._run(lambda t: self._expand(t, path))
-
-    def get_jobs_named(self, name: str) -> list[SlurmJob]:
-        """Every job and array task of the connection's user with exactly this name that slurmctld
-        still knows (one listing: slurmrestd's job list, or ``squeue -u -n`` over SSH), sorted by
-        job id. Ended jobs drop out ``MinJobAge`` after their end."""
-        return self._run(lambda t: self._jobs_named(t, name))
-
-    def get_user_jobs(self) -> list[SlurmJob]:
-        """Every job and array task of the connection's user that slurmctld still knows, whatever
-        its name (one listing: slurmrestd's job list, or ``squeue -u`` over SSH), sorted by job id.
-        Ended jobs drop out ``MinJobAge`` after their end."""
-        return self._run(self._user_jobs)
-
-    def set_job_comment(self, job_id: int, comment: str) -> None:
-        """Replace the job's comment (``scontrol update JobId=<id> Comment=...``, or slurmrestd's job
-        update): the provider's own marks of which task instance and try follow the job."""
-        self._run(lambda t: t.set_comment(int(job_id), comment))
-
-    def cancel_job(self, job_id: int) -> bool:
-        """Cancel the job (an array id cancels every task): True if it was active and is now being
-        cancelled, False if it had already ended or is unknown. Never raises for an ended job."""
-        return self._run(lambda t: self._cancel(t, int(job_id)))
-
-    def read_file(self, path: str, *, tail_bytes: int | None = None) -> str | None:
-        """The file's text (UTF-8, undecodable bytes replaced; only the last ``tail_bytes`` if
-        given), or None if it does not exist. ``~`` is the cluster user's home."""
-        return self._run(lambda t: self._read(t, path, tail_bytes))
-
-    def stat_file(self, path: str) -> tuple[float, int] | None:
-        """``(mtime in epoch seconds, size in bytes)``, or None if the file does not exist."""
-        return self._run(lambda t: self._stat(t, path))
-
-    def test_connection(self) -> tuple[bool, str]:
-        """Check that Slurm answers with these credentials; never raises."""
-        try:
-            return True, self._run(lambda t: t.describe(), retry=False)
-        except Exception as err:
-            return False, self._safe_message(err)
-
-    def close(self) -> None:
-        """Close the sync transport (and what :meth:`run_on_private_loop` opened) and stop the
-        private event loop thread."""
-        if self._async_transport is not None and self._runner.owns(self._async_transport[0]):
-            with contextlib.suppress(Exception):  # best effort: the loop is stopped next
-                self._runner.run(self.a_close())
-        self._finalizer()
-
-    # ---- async twins ----------------------------------------------------------------------
-
-    async def a_submit_job(self, request: SubmitRequest | None = None, **fields: Any) -> int:
-        """Async :meth:`submit_job` (same arguments)."""
-        request = _request(request, fields)
-        return await self._a_call(lambda t: self._submit(t, request), retry=False)
-
-    async def a_get_job(self, job_id: int, *, required: bool = False) -> SlurmJob | None:
-        """Async :meth:`get_job`."""
-        return await self._a_call(lambda t: self._get_job(t, int(job_id), required))
-
-    async def a_max_array_size(self) -> int | None:
-        """Async :meth:`max_array_size`."""
         return await self._a_call(self._max_array_size)
 
     async def a_get_array_tasks(self, array_job_id: int) -> list[SlurmJob]:
-        """Async :meth:`get_array_tasks`."""
+        """Every task of an array, pending ranges expanded, sorted by task id (one Slurm query)."""
         return await self._a_call(lambda t: self._array_tasks(t, int(array_job_id)))
 
+    async def a_expand_path(self, path: str) -> str:
+        """The path with a leading ``~`` replaced by the cluster user's home (read over the
+        connection's file access)."""
+        return await self._a_call(lambda t: self._expand(t, path))
+
     async def a_get_jobs_named(self, name: str) -> list[SlurmJob]:
-        """Async :meth:`get_jobs_named`."""
+        """Every job and array task of the connection's user with exactly this name that slurmctld
+        still knows (one listing: slurmrestd's job list, or ``squeue -u -n`` over SSH), sorted by
+        job id. Ended jobs drop out ``MinJobAge`` after their end."""
         return await self._a_call(lambda t: self._jobs_named(t, name))
 
     async def a_get_user_jobs(self) -> list[SlurmJob]:
-        """Async :meth:`get_user_jobs`."""
+        """Every job and array task of the connection's user that slurmctld still knows, whatever
+        its name (one listing: slurmrestd's job list, or ``squeue -u`` over SSH), sorted by job id.
+        Ended jobs drop out ``MinJobAge`` after their end."""
         return await self._a_call(self._user_jobs)
 
     async def a_cancel_job(self, job_id: int) -> bool:
-        """Async :meth:`cancel_job`."""
+        """Cancel the job (an array id cancels every task): True if it was active and is now being
+        cancelled, False if it had already ended or is unknown. Never raises for an ended job."""
         return await self._a_call(lambda t: self._cancel(t, int(job_id)))
 
     async def a_set_job_comment(self, job_id: int, comment: str) -> None:
-        """Async :meth:`set_job_comment`."""
+        """Replace the job's comment (``scontrol update JobId=<id> Comment=...``, or slurmrestd's job
+        update): the provider's own marks of which task instance and try follow the job."""
         await self._a_call(lambda t: t.set_comment(int(job_id), comment))
 
     async def a_read_file(self, path: str, *, tail_bytes: int | None = None) -> str | None:
-        """Async :meth:`read_file`."""
+        """The file's text (UTF-8, undecodable bytes replaced; only the last ``tail_bytes`` if
+        given), or None if it does not exist. ``~`` is the cluster user's home."""
         return await self._a_call(lambda t: self._read(t, path, tail_bytes))
 
     async def a_stat_file(self, path: str) -> tuple[float, int] | None:
-        """Async :meth:`stat_file`."""
+        """``(mtime in epoch seconds, size in bytes)``, or None if the file does not exist."""
         return await self._a_call(lambda t: self._stat(t, path))
 
     async def a_test_connection(self) -> tuple[bool, str]:
-        """Async :meth:`test_connection`."""
+        """Check that Slurm answers with these credentials; never raises."""
         try:
             return True, await self._a_call(lambda t: t.describe(), retry=False)
         except Exception as err:
@@ -474,6 +397,29 @@ class SlurmHook(BaseHook):
         if pool is not None and pool.release(self.slurm_conn_id, pooled[1]):
             return
         await pooled[1].close()
+
+    def close(self) -> None:
+        """Close what the sync methods (and :meth:`run_on_private_loop`) opened on the private loop,
+        and stop its thread."""
+        if self._async_transport is not None and self.runner.owns(self._async_transport[0]):
+            with contextlib.suppress(Exception):  # best effort: the loop is stopped next
+                self.runner.run(self.a_close())
+        self._finalizer()
+
+    # ---- sync methods: the coroutines above, run on the private loop --------------------------
+
+    submit_job = blocking(a_submit_job)
+    get_job = blocking(a_get_job)
+    max_array_size = blocking(a_max_array_size)
+    get_array_tasks = blocking(a_get_array_tasks)
+    expand_path = blocking(a_expand_path)
+    get_jobs_named = blocking(a_get_jobs_named)
+    get_user_jobs = blocking(a_get_user_jobs)
+    cancel_job = blocking(a_cancel_job)
+    set_job_comment = blocking(a_set_job_comment)
+    read_file = blocking(a_read_file)
+    stat_file = blocking(a_stat_file)
+    test_connection = blocking(a_test_connection)
 
     # ---- helpers --------------------------------------------------------------------------
 
