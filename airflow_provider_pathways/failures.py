@@ -21,6 +21,7 @@ __all__ = [
     "PathwaysMaxRestartsReached",
     "PathwaysOutcomeUnknown",
     "PathwaysPreempted",
+    "PathwaysQueueTimeout",
     "PathwaysSpecRejected",
     "PathwaysUserProgramFailed",
     "PathwaysWatchLost",
@@ -104,6 +105,11 @@ class PathwaysWatchLost(PathwaysInfrastructureFailure):
     longer than ``outage_tolerance``, the trigger failed, or a retry could not read the job. Retried
     like an infrastructure failure, but the job is kept and the next try reattaches to it; on the
     task's last try the job is deleted or cancelled instead, so that none runs unwatched."""
+
+
+class PathwaysQueueTimeout(AirflowException):
+    """The job stayed queued (Kueue had not admitted it) longer than ``queue_timeout`` and was
+    deleted: no program ran. Retried as any unclassified failure is (``retries``)."""
 
 
 class PathwaysMaxRestartsReached(PathwaysJobFailed):

@@ -340,6 +340,9 @@ def get_provider_info() -> dict[str, Any]:
                 },
             },
         ],
+        "notifications": [
+            "airflow_provider_pathways.notifications.failure.PathwaysFailureNotifier",
+        ],
         "extra-links": [
             "airflow_provider_pathways.links.GKEWorkloadLink",
             "airflow_provider_pathways.links.CloudLoggingLink",

@@ -25,6 +25,7 @@ from airflow_provider_pathways.failures import (
     DEFAULT_PREEMPTION_RETRIES,
     FailureClass,
     PathwaysJobFailed,
+    PathwaysQueueTimeout,
     PathwaysSpecRejected,
     apply_preemption_budget,
 )
@@ -781,7 +782,7 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
             f"queued longer than queue_timeout ({self.queue_timeout:g}s)", forget=context
         )
         deleted = released in (Release.DELETE, Release.GONE)
-        raise AirflowException(
+        raise PathwaysQueueTimeout(
             f"{status.namespace}/{status.name} stayed queued in LocalQueue {status.queue} for {waited}, "
             f"longer than queue_timeout ({self.queue_timeout:g}s); the job was "
             f"{'deleted' if deleted else 'not deleted (see above) and may still start'}: {status.message}"
