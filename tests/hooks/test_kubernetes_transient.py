@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from airflow_provider_pathways.failures import PathwaysSpecRejected
 from airflow_provider_pathways.gke.objects import PATHWAYS_JOB
 from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
@@ -71,9 +72,9 @@ def test_refused_request_is_never_retried(hook: PathwaysJobHook, kube: Any) -> N
     manifest = spec.to_pathwaysjob()
     manifest["spec"]["workers"][0]["numSlices"] = "two"  # the CRD schema refuses it: 422
     kube.control("requests/reset")
-    with pytest.raises(ApiException) as caught:
+    with pytest.raises(PathwaysSpecRejected, match="numSlices") as caught:
         hook.create_job(manifest, NS)
-    assert caught.value.status == 422
+    assert isinstance(caught.value.__cause__, ApiException) and caught.value.__cause__.status == 422
     assert kube.control("requests")["by_verb_resource"].get("create pathwaysjobs", 0) == 1
 
 
