@@ -466,8 +466,24 @@ class ReattachingJobOperator(BaseOperator):
                 return self._follow(adopted, context)
         external_id = self._submit(context)
         if external_id is not None:
-            self._keep(context, KeptJob(external_id))
+            try:
+                self._keep(context, KeptJob(external_id))
+            except Exception as err:
+                self._end_unkept(external_id, err)
+                raise
         return self._follow(external_id, context)
+
+    def _end_unkept(self, external_id: JsonValue, error: BaseException) -> None:
+        """The try could not keep the id of the job it just submitted (its task instance was
+        cleared or removed in the meantime: the API server answers 404; or the store failed): no try
+        could follow the job by its id, so it is ended now, before the try fails."""
+        job = self.describe_job(external_id)
+        self.log.warning(
+            "Could not keep the id of %s (%s): no try could follow it, so it is ended",
+            job,
+            describe_error(error),
+        )
+        self.clean_up(f"end {job}", lambda: self.discard_job(external_id, "its id could not be kept"))
 
     def _submit(self, context: Context) -> JsonValue:
         """:meth:`submit_job`. When its answer is lost on the way (the cluster may have made the

@@ -492,6 +492,10 @@ with DAG("gke_cleared_after_success", schedule=None, start_date=START) as cleare
     operator("train", "cleared-success", spec(), deferrable=False, poll_interval=0.1, retries=0)
 
 
+with DAG("gke_cleared_while_submitting", schedule=None, start_date=START) as cleared_while_submitting:
+    operator("train", "cleared-submitting", spec(), deferrable=False, poll_interval=0.1, retries=0)
+
+
 # Cleared after a try that ended and left its job running: its wait succeeded at "ready" (the job
 # serves on), or it lost sight of the job and kept it (no "failure" in delete_on, or a retry
 # follows). The clear kills no try that follows the job, so it must not end it either.

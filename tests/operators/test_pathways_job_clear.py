@@ -12,7 +12,7 @@ from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.gke.task_job import JobRef, airflow_labels
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
-from tests.airflow_versions import TASK_LOG_IN_OUTPUT
+from tests.airflow_versions import AIRFLOW_V_3_3_PLUS, TASK_LOG_IN_OUTPUT
 from tests.kube_jobs import CONN, act_when, new_spec, stand_in_objects
 from tests.operators.test_pathways_job import creates, running_jobset
 
@@ -154,6 +154,37 @@ def test_with_its_state_discarded_a_cleared_task_runs_a_succeeded_job_again_and_
     PathwaysJobHook(kubernetes_conn_id=CONN).delete_job(
         still["metadata"]["name"], "cleared-serving", JobKind.PATHWAYS_JOB
     )
+
+
+@pytest.mark.skipif(not AIRFLOW_V_3_3_PLUS, reason="task_state_store arrived in Airflow 3.3")
+def test_a_try_cleared_before_it_kept_its_job_id_ends_the_job_it_submitted(
+    kube: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A clear that lands between the job's creation and the try keeping its id: the API server
+    answers the try's ``task_state_store`` write with 404 (the try's task instance is gone; as a
+    real deployment answered, ``AirflowRuntimeError`` "Task instance ... not found"). No try could
+    follow the job by its id, so the failing try deletes it rather than leave it running."""
+    from airflow.sdk.exceptions import AirflowRuntimeError, ErrorType
+    from airflow.sdk.execution_time.comms import ErrorResponse
+    from airflow.sdk.execution_time.context import TaskStateStoreAccessor
+
+    gone = ErrorResponse(
+        error=ErrorType.API_SERVER_ERROR,
+        detail={"status_code": 404, "detail": {"reason": "not_found", "message": "Task instance not found"}},
+    )
+
+    def refused(self: Any, key: str, value: Any, **kwargs: Any) -> None:
+        raise AirflowRuntimeError(gone)
+
+    monkeypatch.setattr(TaskStateStoreAccessor, "set", refused)
+    kube.control("requests/reset")
+    outcome = run_dag(load_dag(DAGS, "gke_cleared_while_submitting"), logical_date=at(9))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "failed"
+    assert creates(kube) == 1
+    assert stand_in_objects(kube, "pathwaysjobs", "cleared-submitting") == []  # deleted, not orphaned
+    if TASK_LOG_IN_OUTPUT:
+        assert "no try could follow it, so it is ended" in logs
 
 
 @pytest.mark.slow
