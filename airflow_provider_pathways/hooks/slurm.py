@@ -103,6 +103,7 @@ class SlurmHook(BaseHook):
         self._settings: SlurmSettings | None = None
         self.runner = LoopThread("slurm-hook-loop")
         self._async_transport: tuple[asyncio.AbstractEventLoop, SlurmTransport] | None = None
+        self._private_close: Callable[[], Coroutine[Any, Any, None]] | None = None
         self._array_size_cache: weakref.WeakKeyDictionary[SlurmTransport, int | None] = (
             weakref.WeakKeyDictionary()
         )
@@ -163,6 +164,9 @@ class SlurmHook(BaseHook):
         else:  # an SSH server caps sessions per connection (MaxSessions): one connection per hook
             transport = self._make_transport(settings)
         self._async_transport = (loop, transport)
+        if self.runner.owns(loop):  # the sync methods' transport: closed when the private loop stops
+            self._private_close = _once(_release, loop, self.slurm_conn_id, transport)
+            self.runner.at_stop(self._private_close)
         return transport
 
     async def _with_fresh_token(
@@ -393,10 +397,10 @@ class SlurmHook(BaseHook):
         loop = asyncio.get_running_loop()
         if pooled is None or pooled[0] is not loop:
             return
-        pool = REST_TRANSPORTS.get(loop)
-        if pool is not None and pool.release(self.slurm_conn_id, pooled[1]):
+        if self.runner.owns(loop) and self._private_close is not None:
+            await self._private_close()  # not again when the private loop stops
             return
-        await pooled[1].close()
+        await _release(loop, self.slurm_conn_id, pooled[1])
 
     def close(self) -> None:
         """Close what the sync methods (and :meth:`run_on_private_loop`) opened on the private loop,
@@ -429,6 +433,31 @@ class SlurmHook(BaseHook):
         for secret in settings.secrets if settings else ():
             message = message.replace(secret, "***")
         return message
+
+
+async def _release(loop: asyncio.AbstractEventLoop, conn_id: str, transport: SlurmTransport) -> None:
+    """Give back ``transport`` of ``loop`` (a shared HTTP session closes with its last hook), or
+    close it."""
+    pool = REST_TRANSPORTS.get(loop)
+    if pool is not None and pool.release(conn_id, transport):
+        return
+    await transport.close()
+
+
+def _once(
+    close: Callable[..., Coroutine[Any, Any, None]], *args: Any
+) -> Callable[[], Coroutine[Any, Any, None]]:
+    """``close(*args)`` the first time it is awaited, nothing after; holds no reference to the hook,
+    so that the hook can be collected (and its private loop stopped) while the loop holds this."""
+    done = False
+
+    async def once() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            await close(*args)
+
+    return once
 
 
 def _request(request: SubmitRequest | None, fields: Mapping[str, Any]) -> SubmitRequest:
