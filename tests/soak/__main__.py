@@ -2,7 +2,7 @@
 
 Environment: ``SOAK_SEED`` (default: drawn, printed), ``SOAK_RUNS`` (default 300), ``SOAK_MINUTES``
 (no run starts after this, default 50), ``SOAK_CONCURRENCY`` (runs at once, default 8),
-``SOAK_PLATFORMS`` (``gke``: the Slurm half is not built yet). The last
+``SOAK_PLATFORMS`` (``gke``, ``slurm`` or ``gke,slurm``; default ``gke``). The last
 line is ``soak: N runs, F faults, I invariant checks, V violations (seed S)``; the exit status is
 1 when a run broke an invariant (its seed and fault schedule are printed, to replay it).
 """
@@ -23,8 +23,8 @@ def main() -> int:
     minutes = float(os.environ.get("SOAK_MINUTES") or 50)
     concurrency = int(os.environ.get("SOAK_CONCURRENCY") or 8)
     platforms = tuple(p.strip() for p in (os.environ.get("SOAK_PLATFORMS") or "gke").split(",") if p.strip())
-    if set(platforms) != {"gke"}:
-        print("the soak draws GKE shapes only so far: SOAK_PLATFORMS=gke", file=sys.stderr)
+    if not platforms or not set(platforms) <= {"gke", "slurm"}:
+        print(f"SOAK_PLATFORMS: gke, slurm or gke,slurm, not {','.join(platforms)!r}", file=sys.stderr)
         return 2
     if os.geteuid() != 0:
         print("the soak needs root (PostgreSQL as its own user, the Slurm sandbox)", file=sys.stderr)

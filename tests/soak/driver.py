@@ -15,7 +15,17 @@ from typing import Any
 from sandbox.airflow.api import AirflowApiError
 from tests.deployment.harness import FINISHED_RUN_STATES, ConditionTimeout, RunRef, _q
 from tests.soak.faults import Injector
-from tests.soak.invariants import Verdict, check_gke_run, kept_by_design
+from tests.soak.invariants import (
+    Verdict,
+    check_gke_run,
+    check_slurm_pair,
+    check_slurm_run,
+    kept_by_design,
+    pair_jobs,
+    slurm_job_name,
+    slurm_kept_by_design,
+    slurm_marker,
+)
 from tests.soak.plan import RunPlan, draw, run_seeds
 from tests.soak.stage import SoakStage
 
@@ -71,16 +81,31 @@ class Soak:
             self._ready.add(dag_id)
 
     def _trigger(self, plan: RunPlan) -> None:
-        self._dag_ready(plan.dag_id)
+        for dag in plan.dag_ids:
+            self._dag_ready(dag)
         airflow = self.stage.airflow
-        airflow.api.post(
-            f"dags/{_q(plan.dag_id)}/dagRuns",
-            {"dag_run_id": plan.run_id, "conf": plan.conf, "logical_date": None},
-        )
-        airflow._snapshots.watch(RunRef(plan.dag_id, plan.run_id))
+        conf = dict(plan.conf)
+        if plan.platform == "slurm":  # where this soak's cluster user keeps its files, and its tag
+            cluster = self.stage.slurm
+            assert cluster is not None
+            scripts = cluster.settings["SLURM_SANDBOX_SCRIPTS_DIR"]
+            conf.update(workdir=str(cluster.workdir), tag=cluster.tag, scripts=scripts)
+        for dag in plan.dag_ids:  # the two DAGs of a shared-user shape start together
+            airflow.api.post(
+                f"dags/{_q(dag)}/dagRuns",
+                {"dag_run_id": plan.run_id, "conf": conf, "logical_date": None},
+            )
+            airflow._snapshots.watch(RunRef(dag, plan.run_id))
 
     def _run_state(self, plan: RunPlan) -> str:
-        return str(self.stage.airflow.dag_run(plan.dag_id, plan.run_id)["state"])
+        states = [str(self.stage.airflow.dag_run(dag, plan.run_id)["state"]) for dag in plan.dag_ids]
+        return states[0] if len(set(states)) == 1 else "+".join(states)
+
+    def _over(self, plan: RunPlan) -> bool:
+        runs = self.stage.airflow._snapshots.runs
+        return all(
+            runs.get(RunRef(dag, plan.run_id), {}).get("state") in FINISHED_RUN_STATES for dag in plan.dag_ids
+        )
 
     def run(self, plan: RunPlan) -> Outcome:
         outcome = Outcome(plan)
@@ -112,10 +137,9 @@ class Soak:
                 threads.append(thread)
             for thread in threads:
                 thread.join(max(1.0, start + limit - time.monotonic()))
-            ref = RunRef(plan.dag_id, plan.run_id)
             try:
                 airflow._snapshots.wait(
-                    lambda: airflow._snapshots.runs.get(ref, {}).get("state") in FINISHED_RUN_STATES,
+                    lambda: self._over(plan),
                     f"run {plan.run_id}",
                     max(1.0, start + limit - time.monotonic()),
                 )
@@ -125,70 +149,128 @@ class Soak:
             outcome.seconds = round(time.monotonic() - start, 1)
             # the state from the API, not the snapshot (a clear may have reopened it meanwhile)
             outcome.state = self._run_state(plan)
+            finished = all(s in FINISHED_RUN_STATES for s in outcome.state.split("+"))
             outcome.verdict.check(
-                ended and outcome.state in FINISHED_RUN_STATES,
+                ended and finished,
                 f"the run did not end within its bound of {limit:.0f}s (it is {outcome.state}; "
                 f"tasks {self._tis(plan)})",
             )
             if not ended:
                 self._give_up(plan)
-            final = self._settle(plan)
-            check_gke_run(plan, self.stage.records, final, actions, outcome.verdict)
+            tis = self._settle(plan, actions)
+            if plan.pair:
+                assert self.stage.slurm_records is not None and self.stage.slurm is not None
+                check_slurm_pair(
+                    plan,
+                    self.stage.slurm_records,
+                    self.stage.slurm.tag,
+                    tis,
+                    self._pair_reports(plan),
+                    actions,
+                    outcome.verdict,
+                )
+                return outcome
+            final = {int(t["map_index"]): t for t in tis[plan.dag_id]}
+            if plan.platform == "slurm":
+                assert self.stage.slurm_records is not None and self.stage.slurm is not None
+                check_slurm_run(
+                    plan, self.stage.slurm_records, self.stage.slurm.tag, final, actions, outcome.verdict
+                )
+            else:
+                check_gke_run(plan, self.stage.records, final, actions, outcome.verdict)
         except Exception as err:  # the harness itself failed: reported, never counted as a pass
             outcome.error = f"{type(err).__name__}: {err}"
             outcome.verdict.check(False, f"soak error: {outcome.error}\n{traceback.format_exc(limit=6)}")
         return outcome
 
+    def _pair_reports(self, plan: RunPlan) -> dict[str, dict[str, Any]]:
+        """What each DAG's service pushed (``job_id``, ``worker_array_job_id``) and its teardown
+        returned (``stop``)."""
+        airflow = self.stage.airflow
+        return {
+            dag: {
+                "job_id": airflow.xcom(dag, plan.run_id, "service", "job_id"),
+                "worker_array_job_id": airflow.xcom(dag, plan.run_id, "service", "worker_array_job_id"),
+                "stop": airflow.xcom(dag, plan.run_id, "stop"),
+            }
+            for dag in plan.pair
+        }
+
     def _until(self, plan: RunPlan, moment: float) -> bool:
         """Wait until ``moment``; False (at once) if the run ended first."""
-        ref = RunRef(plan.dag_id, plan.run_id)
-        snapshots = self.stage.airflow._snapshots
         while time.monotonic() < moment:
-            if snapshots.runs.get(ref, {}).get("state") in FINISHED_RUN_STATES:
+            if self._over(plan):
                 return False
             time.sleep(min(1.0, max(0.0, moment - time.monotonic())))
         return True
 
     def _tis(self, plan: RunPlan) -> list[tuple[Any, ...]]:
-        try:
-            tis = self.stage.airflow.task_instances(plan.dag_id, plan.run_id)
-        except AirflowApiError:
-            return []
-        return [(t["task_id"], t["map_index"], t["state"], t["try_number"]) for t in tis]
+        found = []
+        for dag in plan.dag_ids:
+            try:
+                tis = self.stage.airflow.task_instances(dag, plan.run_id)
+            except AirflowApiError:
+                continue
+            found += [(t["dag_id"], t["task_id"], t["map_index"], t["state"], t["try_number"]) for t in tis]
+        return found
 
     def _give_up(self, plan: RunPlan) -> None:
         """Fail a run that overran its bound, as a user would, so that its jobs are let go."""
         try:
-            for ti in self.stage.airflow.task_instances(plan.dag_id, plan.run_id):
-                if ti["state"] not in ("success", "failed", "skipped", "upstream_failed", "removed"):
-                    self.stage.airflow.mark_task_failed(
-                        plan.dag_id, plan.run_id, ti["task_id"], ti["map_index"]
-                    )
+            for dag in plan.dag_ids:
+                for ti in self.stage.airflow.task_instances(dag, plan.run_id):
+                    if ti["state"] not in ("success", "failed", "skipped", "upstream_failed", "removed"):
+                        self.stage.airflow.mark_task_failed(dag, plan.run_id, ti["task_id"], ti["map_index"])
         except (AirflowApiError, ConditionTimeout, AssertionError):
             pass
 
-    def _settle(self, plan: RunPlan) -> dict[int, dict[str, Any]]:
-        """The task instances once the run ended; waits (at most ``SETTLE``) for the jobs of ended
-        tasks to go, as the invariants expect."""
+    def _settle(
+        self, plan: RunPlan, actions: list[tuple[str, int, float]]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Each DAG's task instances once the run ended; waits (at most ``SETTLE``) for the jobs of
+        ended tasks to go, as the invariants expect."""
         deadline = time.monotonic() + SETTLE
-        final: dict[int, dict[str, Any]] = {}
+        tis: dict[str, list[dict[str, Any]]] = {}
         while True:
-            final = {
-                int(t["map_index"]): t for t in self.stage.airflow.task_instances(plan.dag_id, plan.run_id)
-            }
-            if plan.platform != "gke" or time.monotonic() > deadline:
+            tis = {dag: self.stage.airflow.task_instances(dag, plan.run_id) for dag in plan.dag_ids}
+            if time.monotonic() > deadline:
                 break
-            records = self.stage.records
-            left = [
-                j
-                for index, ti in final.items()
-                for j in records.jobs_of(plan.dag_id, plan.run_id, None if index < 0 else index)
-                if records.active(j) and not kept_by_design(plan, str(ti["state"]))
-            ]
-            if not left:
+            if not self._left(plan, tis, actions):
                 break
             time.sleep(2)
-        return final
+        return tis
+
+    def _left(
+        self, plan: RunPlan, tis: dict[str, list[dict[str, Any]]], actions: list[tuple[str, int, float]]
+    ) -> list[Any]:
+        """The jobs of ended task instances still active that their task does not leave by design."""
+        if plan.platform == "slurm":
+            records, cluster = self.stage.slurm_records, self.stage.slurm
+            assert records is not None and cluster is not None
+            records.poll()
+            left: list[Any] = []
+            for dag in plan.dag_ids:
+                if plan.pair:
+                    services, arrays = pair_jobs(plan, records, cluster.tag, dag)
+                    left += [j for j in services + arrays if j.active]
+                name = slurm_job_name(dag, plan.run_id, cluster.tag)
+                for ti in tis[dag]:
+                    if ti["task_id"] != "train":
+                        continue
+                    index = int(ti["map_index"])
+                    kinds = {k for k, i, _ in actions if i in (index, -1)}
+                    if not plan.pair and slurm_kept_by_design(plan, str(ti["state"]), kinds):
+                        continue
+                    marker = slurm_marker(dag, "train", plan.run_id, index)
+                    left += [j for j in records.jobs_of(name, marker) if j.active]
+            return left
+        kube = self.stage.records
+        return [
+            j
+            for ti in tis[plan.dag_id]
+            for j in kube.jobs_of(plan.dag_id, plan.run_id, None if ti["map_index"] < 0 else ti["map_index"])
+            if kube.active(j) and not kept_by_design(plan, str(ti["state"]))
+        ]
 
     # ---- many runs -----------------------------------------------------------------------------
 
@@ -222,7 +304,8 @@ class Soak:
         plan, verdict = outcome.plan, outcome.verdict
         faults = sum(f.result.startswith("done") for f in plan.faults)
         line = (
-            f"end run {plan.index} seed {plan.seed} {plan.dag_id}: {outcome.state} after {outcome.seconds}s, "
+            f"end run {plan.index} seed {plan.seed} {' + '.join(plan.dag_ids)}: {outcome.state} "
+            f"after {outcome.seconds}s, "
             f"{faults}/{len(plan.faults)} faults, {verdict.checks} checks, "
             f"{len(verdict.violations)} violations"
         )

@@ -12,7 +12,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tests.soak.dags import soak_gke
+from tests.soak.dags import soak_gke, soak_slurm
 
 #: Faults and what they need of a shape. Moments are seconds after the run was triggered.
 GKE_FAULTS = (
@@ -29,6 +29,20 @@ GKE_FAULTS = (
     "mark_failed",  # the user marks the task instance failed
     "mark_success",  # the user marks the task instance success
 )
+#: The Slurm faults. Not drawn: ``lost_answer`` (the relay of tests/lost_answer.py loses the answer to
+#: the next submission of whichever run sends one, and the soak's runs share slurmrestd), ``suspend``
+#: and ``evict`` (no Kueue; a suspended Slurm job keeps its program, SIGSTOPped).
+SLURM_FAULTS = (
+    "worker_kill",  # SIGKILL the polling task's worker (and its supervisor)
+    "triggerer_kill",  # SIGKILL the triggerer running the deferred task's trigger; started again
+    "triggerer_stop",  # SIGSTOP that triggerer for a while, then SIGCONT
+    "outage",  # the gate of the run's transport (slurmrestd or sshd) is closed for a while
+    "preempt",  # ``scontrol requeue`` of the running job, as a preemption in REQUEUE mode does
+    "fail_program",  # the running program exits 1, or kills itself with SIGTERM
+    "clear",  # the user clears the task instance
+    "mark_failed",  # the user marks the task instance failed
+    "mark_success",  # the user marks the task instance success
+)
 #: Faults that hold a service (one of each at a time, whichever run drew it).
 LASTING = {"triggerer_stop": (4, 40), "outage": (4, 45)}
 
@@ -41,12 +55,16 @@ class Fault:
     seconds: float = 0.0
     #: after the run: what became of it ("done ...", "missed: ...")
     result: str = ""
+    #: the task it meets, and its DAG ("": the run's own; the two-DAG shapes name one of theirs)
+    task: str = "train"
+    dag: str = ""
 
     def describe(self) -> str:
         index = f"[{self.map_index}]" if self.map_index >= 0 else ""
         lasting = f" for {self.seconds:.0f}s" if self.seconds else ""
         result = f" -> {self.result}" if self.result else ""
-        return f"t+{self.at:5.1f}s {self.kind}{index}{lasting}{result}"
+        where = f" {self.dag}.{self.task}" if self.dag else ""
+        return f"t+{self.at:5.1f}s {self.kind}{index}{where}{lasting}{result}"
 
 
 @dataclass
@@ -62,6 +80,14 @@ class RunPlan:
     mapped: bool
     conf: dict[str, Any]
     faults: list[Fault] = field(default_factory=list)
+    #: Slurm: ``rest`` or ``ssh``, the connection (and so the gate) of the run
+    transport: str = ""
+    #: the two DAGs of a shape whose services share one Slurm user (run together, same run id)
+    pair: list[str] = field(default_factory=list)
+
+    @property
+    def dag_ids(self) -> list[str]:
+        return list(self.pair) or [self.dag_id]
 
     @property
     def map_indexes(self) -> list[int]:
@@ -73,7 +99,7 @@ class RunPlan:
 
     def describe(self) -> str:
         conf = {k: v for k, v in self.conf.items() if k not in ("workdir", "scripts")}
-        shape = f"{self.dag_id} conf={conf}"
+        shape = f"{' + '.join(self.dag_ids)} conf={conf}"
         faults = "\n".join(f"    {f.describe()}" for f in self.faults) or "    (no faults)"
         return f"run {self.index} seed {self.seed}: {shape}\n  faults:\n{faults}"
 
@@ -119,6 +145,77 @@ def draw_gke(seed: int, index: int) -> RunPlan:
     return plan
 
 
+#: Faults of the two-DAG shape: the task's worker or triggerer killed, the user's mark failed and
+#: clear, on the service or the workload of either DAG
+PAIR_FAULTS = ("kill", "mark_failed", "clear")
+#: one Slurm run in this many is of the two-DAG shape
+PAIR_ODDS = 5
+
+
+def draw_slurm(seed: int, index: int) -> RunPlan:
+    rng = random.Random(seed)
+    if rng.randrange(PAIR_ODDS) == 0:
+        return draw_slurm_pair(rng, seed, index)
+    transport, mode, retries, variant, mapped = rng.choice(soak_slurm.shapes())
+    program_seconds = rng.choice((5, 10, 15, 25, 40))
+    exit_code = 1 if rng.random() < 0.15 else 0
+    plan = RunPlan(
+        seed=seed,
+        index=index,
+        platform="slurm",
+        dag_id=soak_slurm.dag_id(transport, mode, retries, variant, mapped),
+        mode=mode,
+        retries=retries,
+        wait="finished",
+        variant=variant,
+        mapped=mapped,
+        conf={"program_seconds": program_seconds, "exit_code": exit_code},
+        transport=transport,
+    )
+    kinds = [k for k in SLURM_FAULTS if applicable(k, plan)]
+    count = rng.choice((0, 1, 1, 2, 2, 3))
+    # a Slurm job of the sandbox starts within seconds of the trigger (no image, no slices)
+    horizon = 3 + program_seconds
+    for _ in range(count):
+        kind = rng.choice(kinds)
+        at = round(rng.uniform(3, horizon + 5), 1)
+        low, high = LASTING.get(kind, (0, 0))
+        seconds = float(rng.randint(low, high)) if high else 0.0
+        target = rng.choice(plan.map_indexes)
+        plan.faults.append(Fault(kind, at, target, seconds))
+    plan.faults.sort(key=lambda f: f.at)
+    return plan
+
+
+def draw_slurm_pair(rng: random.Random, seed: int, index: int) -> RunPlan:
+    variant, mode = rng.choice(soak_slurm.pair_shapes())
+    program_seconds = rng.choice((10, 15, 25, 40))
+    dags = soak_slurm.pair_dag_ids(variant, mode)
+    plan = RunPlan(
+        seed=seed,
+        index=index,
+        platform="slurm",
+        dag_id=dags[0],
+        mode=mode,
+        retries="budget",
+        wait="finished",
+        variant=f"pair_{variant}",
+        mapped=False,
+        conf={"program_seconds": program_seconds, "exit_code": 0},
+        transport=soak_slurm.PAIR_MODES[mode],
+        pair=dags,
+    )
+    kill = "worker_kill" if mode == "polling" else "triggerer_kill"
+    for _ in range(rng.choice((1, 2, 2, 3))):
+        kind = rng.choice(PAIR_FAULTS)
+        task = rng.choice(("service", "service", "train"))
+        at = round(rng.uniform(1, 6) if task == "service" else rng.uniform(4, program_seconds + 10), 1)
+        fault = Fault(kill if kind == "kill" else kind, at, -1, 0.0, task=task, dag=rng.choice(dags))
+        plan.faults.append(fault)
+    plan.faults.sort(key=lambda f: f.at)
+    return plan
+
+
 def applicable(kind: str, plan: RunPlan) -> bool:
     if kind == "worker_kill":
         return plan.mode == "polling"
@@ -131,6 +228,8 @@ def applicable(kind: str, plan: RunPlan) -> bool:
 
 def draw(seed: int, index: int, platforms: tuple[str, ...] = ("gke",)) -> RunPlan:
     platform = random.Random(seed ^ 0x5EED).choice(platforms)
-    if platform != "gke":
-        raise ValueError(f"the soak draws GKE shapes only so far, not {platform!r} (SOAK_PLATFORMS=gke)")
-    return draw_gke(seed, index)
+    if platform == "gke":
+        return draw_gke(seed, index)
+    if platform == "slurm":
+        return draw_slurm(seed, index)
+    raise ValueError(f"no such platform {platform!r} (SOAK_PLATFORMS: gke, slurm)")

@@ -1,7 +1,8 @@
 """The soak's deployment: one real Airflow (PostgreSQL, api-server, scheduler with LocalExecutor,
 dag-processor, two triggerers) parsing only the soak's DAG files, wired to a Kubernetes stand-in of
 its own through a gate (``gke_gated``) and, with Slurm, to the sandbox Slurm cluster through gates
-(``slurm_rest_gated``, ``slurm_ssh_gated``) and directly. Everything it starts it stops."""
+(``slurm_rest_gated``, ``slurm_ssh_gated``) and directly, with slurmctld's records of the soak's
+jobs. Everything it starts it stops."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from sandbox.kube.launcher import LOG_FILE as KUBE_LOG_FILE
 from tests.deployment.clusters import SlurmCluster
 from tests.deployment.conftest import _gated_kubeconfig, _slurm_connections
 from tests.deployment.harness import Airflow
-from tests.soak.records import KubeRecords
+from tests.soak.records import KubeRecords, SlurmRecords
 from tests.tcp_gate import Gate
 
 HERE = Path(__file__).resolve().parent
@@ -38,6 +39,8 @@ class SoakStage:
     gates: dict[str, Gate]
     slurm: SlurmCluster | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: what slurmctld reports of every job the soak submitted (with Slurm)
+    slurm_records: SlurmRecords | None = None
 
 
 @contextlib.contextmanager
@@ -61,12 +64,15 @@ def soak_stage(*, slurm: bool, parallelism: int = 32) -> Iterator[SoakStage]:
         }
         dag_files = [GKE_DAGS]
         cluster: SlurmCluster | None = None
+        slurm_records: SlurmRecords | None = None
         if slurm:
             from sandbox.slurm.cluster import start_slurm_sandbox
 
             settings = start_slurm_sandbox()
             cluster = SlurmCluster(settings)
             cleanups.append(cluster.cleanup)
+            slurm_records = SlurmRecords(cluster.run, cluster.tag)
+            cleanups.append(slurm_records.close)
             rest_port = int(settings["SLURM_SANDBOX_REST_URL"].rsplit(":", 1)[1])
             gates["rest"] = Gate("127.0.0.1", rest_port, "slurmrestd")
             gates["ssh"] = Gate(
@@ -84,7 +90,16 @@ def soak_stage(*, slurm: bool, parallelism: int = 32) -> Iterator[SoakStage]:
         deployment.start()
         airflow = Airflow(deployment)
         cleanups.append(airflow.close)
-        yield SoakStage(airflow, deployment, standin, records, base / "kube" / KUBE_LOG_FILE, gates, cluster)
+        yield SoakStage(
+            airflow,
+            deployment,
+            standin,
+            records,
+            base / "kube" / KUBE_LOG_FILE,
+            gates,
+            cluster,
+            slurm_records=slurm_records,
+        )
     finally:
         errors = []
         for cleanup in reversed(cleanups):
