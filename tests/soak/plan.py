@@ -131,18 +131,8 @@ def draw_gke(seed: int, index: int) -> RunPlan:
         mapped=mapped,
         conf={"program_seconds": program_seconds, "exit_code": exit_code, "admit_after": admit_after},
     )
-    kinds = [k for k in GKE_FAULTS if applicable(k, plan)]
-    count = rng.choice((0, 1, 1, 2, 2, 3))
     horizon = 15 + program_seconds + (int(admit_after) if variant == "kueue" else 0)
-    for _ in range(count):
-        kind = rng.choice(kinds)
-        at = 0.0 if kind == "lost_answer" else round(rng.uniform(6, horizon + 10), 1)
-        low, high = LASTING.get(kind, (0, 0))
-        seconds = float(rng.randint(low, high)) if high else 0.0
-        target = rng.choice(plan.map_indexes)
-        plan.faults.append(Fault(kind, at, target, seconds))
-    plan.faults.sort(key=lambda f: f.at)
-    return plan
+    return schedule_faults(rng, plan, GKE_FAULTS, earliest=6, latest=horizon + 10)
 
 
 #: Faults of the two-DAG shape: the task's worker or triggerer killed, the user's mark failed and
@@ -172,13 +162,21 @@ def draw_slurm(seed: int, index: int) -> RunPlan:
         conf={"program_seconds": program_seconds, "exit_code": exit_code},
         transport=transport,
     )
-    kinds = [k for k in SLURM_FAULTS if applicable(k, plan)]
-    count = rng.choice((0, 1, 1, 2, 2, 3))
     # a Slurm job of the sandbox starts within seconds of the trigger (no image, no slices)
     horizon = 3 + program_seconds
-    for _ in range(count):
+    return schedule_faults(rng, plan, SLURM_FAULTS, earliest=3, latest=horizon + 5)
+
+
+def schedule_faults(
+    rng: random.Random, plan: RunPlan, faults: tuple[str, ...], *, earliest: float, latest: float
+) -> RunPlan:
+    """Draw 0 to 3 of the ``faults`` that apply to ``plan``, each at a moment between ``earliest``
+    and ``latest`` seconds (a lost answer at 0: it is armed before the run), on one of its map
+    indexes, lasting faults for a drawn while."""
+    kinds = [k for k in faults if applicable(k, plan)]
+    for _ in range(rng.choice((0, 1, 1, 2, 2, 3))):
         kind = rng.choice(kinds)
-        at = round(rng.uniform(3, horizon + 5), 1)
+        at = 0.0 if kind == "lost_answer" else round(rng.uniform(earliest, latest), 1)
         low, high = LASTING.get(kind, (0, 0))
         seconds = float(rng.randint(low, high)) if high else 0.0
         target = rng.choice(plan.map_indexes)
