@@ -12,12 +12,21 @@ import pytest
 from airflow_provider_pathways.failures import PathwaysPreempted, PathwaysQueueTimeout
 from airflow_provider_pathways.notifications.failure import failure_kind
 from tests.airflow_runs import load_dag, run_dag
+from tests.airflow_versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 from tests.dags.gke_notified import NOTICES_ENV
 from tests.kube_jobs import act_when
 from tests.operators.test_pathways_job import running_jobset
 
 DAGS = "gke_notified.py"
-pytestmark = pytest.mark.usefixtures("kube")
+#: dag.test() of Airflow 3.0 to 3.2 runs the failure callbacks without the try's exception in their
+#: context (a worker's task runner puts it there on every version)
+CALLBACKS_SEE_THE_EXCEPTION = not (AIRFLOW_V_3_0_PLUS and not AIRFLOW_V_3_3_PLUS)
+pytestmark = [
+    pytest.mark.usefixtures("kube"),
+    pytest.mark.skipif(
+        not CALLBACKS_SEE_THE_EXCEPTION, reason="dag.test() of Airflow 3.0-3.2 gives callbacks no exception"
+    ),
+]
 
 
 def notices(path: Path) -> list[dict[str, Any]]:
