@@ -94,14 +94,16 @@ SERVICE_FIXTURES = frozenset(
 )
 # Folders whose tests start services themselves (no fixture names them).
 SERVICE_FOLDERS = ("deployment", "ui", "sandbox/slurm", "sandbox/test_sandbox_lifecycle.py")
-# Whole DAG runs of the rarer GKE scenarios (outcomes, queueing, clears, sensors, dry runs): `make test` runs
-# them, `make test-fast` keeps the core DAG runs of tests/operators/test_pathways_job.py.
+# Whole DAG runs of the rarer GKE scenarios (outcomes, queueing, clears, sensors, dry runs, failure
+# notices): `make test` runs them, `make test-fast` keeps the core DAG runs of
+# tests/operators/test_pathways_job.py.
 END_TO_END_MODULES = (
     "operators/test_pathways_job_outcomes.py",
     "operators/test_pathways_job_queue.py",
     "operators/test_pathways_job_clear.py",
     "sensors/test_pathways_job.py",
     "operators/test_dry_run.py",
+    "notifications/test_failure.py",
 )
 
 
