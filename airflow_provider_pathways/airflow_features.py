@@ -169,13 +169,7 @@ def store_for_good(store: Any, key: str, value: Any) -> None:
     """``store.set(key, value)`` on a ``task_state_store`` (Airflow 3.3), the key kept until the
     task instance goes: the default ``[state_store] default_retention_days`` (30) would drop the job
     id of a job that runs longer, or of a task cleared later, and its next try would take the job
-    for lost. A store without ``retention`` keeps the key as it is configured to."""
-    try:
-        from airflow.sdk.execution_time.context import NEVER_EXPIRE
-    except ImportError:
-        store.set(key, value)
-        return
-    try:
-        store.set(key, value, retention=NEVER_EXPIRE)
-    except TypeError:  # a store that takes no retention
-        store.set(key, value)
+    for lost. ``retention`` and ``NEVER_EXPIRE`` arrived with the store itself."""
+    from airflow.sdk.execution_time.context import NEVER_EXPIRE
+
+    store.set(key, value, retention=NEVER_EXPIRE)

@@ -106,7 +106,8 @@ def failure_notice(context: Mapping[str, Any]) -> FailureNotice:
         next_try = f"No further try: a failure of this kind ({kind}) is not retried"
     else:
         next_try = "No further try: its retries are used up"
-    map_index = int(getattr(ti, "map_index", -1) if getattr(ti, "map_index", None) is not None else -1)
+    map_index = getattr(ti, "map_index", None)
+    map_index = -1 if map_index is None else int(map_index)
     usage = _tpu_hours(ti, map_index)
     first_line = str(error).strip().splitlines()[0] if error is not None and str(error).strip() else ""
     return FailureNotice(

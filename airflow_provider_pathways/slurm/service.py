@@ -561,7 +561,10 @@ async def cancel_services(
     ended = await asyncio.gather(
         *cancelling, *(hook.a_cancel_job(job_id) for job_id in arrays), return_exceptions=True
     )
-    return [Cancelled(job_id, result) for job_id, result in zip(services, ended, strict=False)] + [
-        Cancelled(job_id, result, tuple(services))
-        for job_id, result in zip(arrays, ended[len(services) :], strict=True)
+    return [
+        *(Cancelled(job_id, result) for job_id, result in zip(services, ended[: len(services)], strict=True)),
+        *(
+            Cancelled(job_id, result, tuple(services))
+            for job_id, result in zip(arrays, ended[len(services) :], strict=True)
+        ),
     ]

@@ -13,6 +13,7 @@ import pytest
 
 from airflow_provider_pathways.failures import PathwaysOutcomeUnknown
 from airflow_provider_pathways.operators.slurm import PathwaysSlurmServiceOperator, SlurmJobOperator
+from tests.airflow_versions import AIRFLOW_V_3_3_PLUS
 
 LOST = "Slurm forgot the job and accounting has no record of it"
 
@@ -45,6 +46,10 @@ def test_a_mapped_task_resumes_with_its_own_job(event: dict[str, Any], kwargs: d
     assert failure.value.job == "1002"
 
 
+#: ``task_state_store`` (and the retention the operators keep their keys with) arrived in Airflow 3.3
+STATE_STORE = pytest.mark.skipif(not AIRFLOW_V_3_3_PLUS, reason="task_state_store arrived in Airflow 3.3")
+
+
 class Store:
     """A ``task_state_store`` in memory."""
 
@@ -54,7 +59,7 @@ class Store:
     def get(self, key: str) -> Any:
         return self.values.get(key)
 
-    def set(self, key: str, value: Any) -> None:
+    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
         self.values[key] = value
 
     def delete(self, key: str) -> None:
@@ -71,6 +76,7 @@ class PushingTaskInstance(MappedTaskInstance):
         self.pushed[key] = value
 
 
+@STATE_STORE
 def test_a_workload_remembers_its_success_and_a_cleared_try_reports_it_again_from_that_alone() -> None:
     """The try that reports a success keeps the job as it saw it with the kept job id; a new try
     (the task cleared once slurmctld forgot the job) reports it from that, with the same XComs,
@@ -105,6 +111,7 @@ def test_a_workload_remembers_its_success_and_a_cleared_try_reports_it_again_fro
     assert again.pushed == first.pushed == {"job_id": 77, "job": job.to_dict()}
 
 
+@STATE_STORE
 def test_a_ready_service_remembers_no_success_and_that_it_serves_on() -> None:
     """A service's success is its readiness, not its end: a cleared service task judges the job
     again (a live one is followed, as the clear table of docs/outcomes.rst says of a job a ready
