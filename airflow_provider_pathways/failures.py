@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
-from airflow_provider_pathways.outcomes import FailureClass
+from airflow_provider_pathways.reattach_rules import FailureClass
 from airflow_provider_pathways.transient import ConnectionToFix
 
 __all__ = [

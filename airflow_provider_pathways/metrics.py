@@ -194,5 +194,5 @@ async def a_emit(metric: Metric, value: float, tags: Mapping[str, str]) -> None:
         log.debug("Could not send metric %s: %s", metric.name, err)
 
 
-#: The metric a newly reached milestone of :class:`~airflow_provider_pathways.usage.Timeline` sends.
+#: The metric a newly reached milestone of :class:`~airflow_provider_pathways.tpu_hours.Timeline` sends.
 MILESTONE_METRICS = {"running": QUEUE_WAIT, "ready": TIME_TO_READY, "ended": TIME_TO_FINISH}

@@ -13,13 +13,13 @@ import os
 import pendulum
 from airflow.sdk import DAG, task
 
+from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.gcs import CleanupCompilationCacheOperator
 from airflow_provider_pathways.operators.pathways_job import (
     DeletePathwaysJobOperator,
     PathwaysJobOperator,
 )
 from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
-from airflow_provider_pathways.spec import PathwaysJobSpec
 
 SCRATCH = os.environ.get("PATHWAYS_EXAMPLE_SCRATCH", "gs://my-pathways-bucket/pathways-scratch/infer")
 

@@ -15,9 +15,9 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import DAG
 
+from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.gcs import CleanupCompilationCacheOperator
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
-from airflow_provider_pathways.spec import PathwaysJobSpec
 
 SCRATCH = os.environ.get("PATHWAYS_EXAMPLE_SCRATCH", "gs://my-pathways-bucket/pathways-scratch/train")
 

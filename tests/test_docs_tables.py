@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_pathways.failures import PathwaysJobFailed
-from airflow_provider_pathways.outcomes import FailureClass
+from airflow_provider_pathways.reattach_rules import FailureClass
+from airflow_provider_pathways.slurm.end_states import JobOutcome, job_outcome
 from airflow_provider_pathways.slurm.job import TERMINAL_STATES, SlurmJob
-from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 _STATE = re.compile(r"``([A-Z][A-Z_]+)``")

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 FACES = ("hooks", "operators", "sensors", "triggers")
 DOMAINS = ("gke", "slurm", "cache")
 #: Shared domain modules beside the backend packages.
-SHARED_DOMAIN = ("outcomes", "usage")
+SHARED_DOMAIN = ("reattach_rules", "tpu_hours")
 CLIENT_LIBRARIES = (
     "airflow",
     "kubernetes",

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from airflow_provider_pathways.timeline_chart import CacheRow, RunTimeline, render_page, tries_from_xcom
+from airflow_provider_pathways.plugins.timeline_chart import (
+    CacheRow,
+    RunTimeline,
+    render_page,
+    tries_from_xcom,
+)
 
 # XCom tpu_hours of a task whose first try was preempted
 PHASES = ("try_number", "submitted", "started", "ready", "ended", "preempted", "tpu_hours")

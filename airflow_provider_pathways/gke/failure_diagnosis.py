@@ -22,7 +22,7 @@ from airflow_provider_pathways.gke.objects import (
     reason_text,
     true_conditions,
 )
-from airflow_provider_pathways.outcomes import FailureClass
+from airflow_provider_pathways.reattach_rules import FailureClass
 
 # Pod status reasons that mean the node or the scheduler took the pod away.
 _DISRUPTION_POD_REASONS = frozenset(

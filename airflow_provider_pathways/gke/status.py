@@ -55,8 +55,8 @@ from airflow_provider_pathways.gke.objects import (
     replicas_of,
     true_conditions,
 )
-from airflow_provider_pathways.outcomes import FailureClass, JobJudgement, known_fields
-from airflow_provider_pathways.usage import Timeline
+from airflow_provider_pathways.reattach_rules import FailureClass, JobJudgement, known_fields
+from airflow_provider_pathways.tpu_hours import Timeline
 
 
 class Phase(str, Enum):

@@ -66,7 +66,7 @@ from airflow_provider_pathways.hooks.kubernetes_google import (
     PathwaysAsyncKubernetesHook,
     sync_api_client,
 )
-from airflow_provider_pathways.loop_thread import LoopThread, blocking
+from airflow_provider_pathways.hooks.loop_thread import LoopThread, blocking
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     TRANSIENT_HTTP_STATUSES,
@@ -370,7 +370,7 @@ class PathwaysJobHook(KubernetesHook):
     (:mod:`~airflow_provider_pathways.hooks.kubernetes_google`). The ``a_*`` methods
     (kubernetes_asyncio) are the only implementation and serve triggers; each sync method, for
     operators and poke-mode sensors, runs its ``a_*`` method on the hook's private event loop
-    (:mod:`~airflow_provider_pathways.loop_thread`), where one API client serves every sync call.
+    (:mod:`~airflow_provider_pathways.hooks.loop_thread`), where one API client serves every sync call.
     API errors are ``kubernetes_asyncio``'s :class:`~kubernetes_asyncio.client.exceptions.ApiException`.
     """
 

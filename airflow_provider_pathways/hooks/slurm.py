@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from airflow.providers.common.compat.sdk import BaseHook
 
-from airflow_provider_pathways.loop_thread import LoopThread, blocking
+from airflow_provider_pathways.hooks.loop_thread import LoopThread, blocking
 from airflow_provider_pathways.slurm.accounting import latest_attempts
 from airflow_provider_pathways.slurm.errors import SlurmAuthError, SlurmError, SlurmJobLost, is_transient
 from airflow_provider_pathways.slurm.job import SlurmJob, expand_task_ids

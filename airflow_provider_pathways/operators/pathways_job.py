@@ -76,7 +76,7 @@ from airflow_provider_pathways.operators.submitted import (
 )
 from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.operators.usage import MeasuredPathwaysJob
-from airflow_provider_pathways.outcomes import JobJudgement, KeptJob, Verdict
+from airflow_provider_pathways.reattach_rules import JobJudgement, KeptJob, Verdict
 from airflow_provider_pathways.transient import (
     CONNECTION_TO_FIX,
     DEFAULT_OUTAGE_TOLERANCE,

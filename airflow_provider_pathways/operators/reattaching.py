@@ -27,7 +27,7 @@ from airflow_provider_pathways.failures import (
     apply_preemption_budget,
     never_retried,
 )
-from airflow_provider_pathways.outcomes import (
+from airflow_provider_pathways.reattach_rules import (
     JobJudgement,
     KeptJob,
     ReattachAction,
@@ -100,7 +100,7 @@ class ReattachingJobOperator(BaseOperator):
     Base of the operators that submit one job and follow it, with or without the triggerer.
 
     The submitted job's id is kept in ``task_state_store`` under ``external_id_key`` before it
-    is followed (a :class:`~airflow_provider_pathways.outcomes.KeptJob`, with the outcome once a
+    is followed (a :class:`~airflow_provider_pathways.reattach_rules.KeptJob`, with the outcome once a
     try reported it). A new try of the same task instance (a retry, or a clear that keeps the
     task's state) judges that job first (:meth:`judge_job`): running or queued, it is followed
     again; succeeded, its result is reported without running it again; ended by preemption or
@@ -636,7 +636,7 @@ class ReattachingJobOperator(BaseOperator):
         """Mark the kept job as left running by a try that ended (its wait is over, or it lost
         sight of the job or gave up on it and kept it): a clear of the task then kills no try that
         follows it, and the cleared try follows the job instead of ending it
-        (:attr:`~airflow_provider_pathways.outcomes.KeptJob.left_running`)."""
+        (:attr:`~airflow_provider_pathways.reattach_rules.KeptJob.left_running`)."""
         self._update_kept(context, lambda kept: replace(kept, left_running=True))
 
     def _update_kept(self, context: Context | None, change: Callable[[KeptJob], KeptJob]) -> None:

@@ -14,14 +14,14 @@ from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, 
 from airflow_provider_pathways.lineage import PathwaysRun
 from airflow_provider_pathways.operators.reattaching import Deadline
 from airflow_provider_pathways.operators.submitted import placeholder_context
-from airflow_provider_pathways.outcomes import JobJudgement, Verdict
-from airflow_provider_pathways.slurm.job import SERVICE_ROLE, SlurmJob
-from airflow_provider_pathways.slurm.outcome import (
+from airflow_provider_pathways.reattach_rules import JobJudgement, Verdict
+from airflow_provider_pathways.slurm.end_states import (
     DEFAULT_HOLD_TIMEOUT,
     DEFAULT_MAX_REQUEUES,
     StuckJobWatch,
     slice_lost_during,
 )
+from airflow_provider_pathways.slurm.job import SERVICE_ROLE, SlurmJob
 from airflow_provider_pathways.slurm.service import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,
@@ -344,7 +344,7 @@ class SlurmJobOperator(SlurmJobBaseOperator):
     Submit a batch script (e.g. the Pathways workload) and follow it to its end.
 
     How each end state ends the task is the table in ``docs/operators/slurm_job.rst`` (a test
-    holds it to :func:`~airflow_provider_pathways.slurm.outcome.job_outcome`): ``COMPLETED``
+    holds it to :func:`~airflow_provider_pathways.slurm.end_states.job_outcome`): ``COMPLETED``
     succeeds, a failing program fails without retry, ``PREEMPTED`` is retried as preemption,
     ``NODE_FAIL``/``BOOT_FAIL`` as an infrastructure failure. A requeued job is followed through
     its rerun (Slurm keeps its id). A job the cluster
@@ -370,7 +370,7 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         (its slices; templated, e.g. the service task's XCom ``worker_array_job_id``). A failure of
         the workload while one of its slices was lost (a worker array task preempted, failed with
         its node or requeued while the workload ran) is then a preemption, retried, as on GKE
-        (:func:`~airflow_provider_pathways.slurm.outcome.slice_lost_during`).
+        (:func:`~airflow_provider_pathways.slurm.end_states.slice_lost_during`).
     :param hold_timeout: seconds a job may stay held (``JobHeldUser``, ``JobHeldAdmin``,
         ``scontrol requeuehold``) before the wait ends (default one hour; ``None``: no bound). A job
         Slurm requeued held after its launch failed again and again (``launch_failed_requeued_held``)

@@ -28,7 +28,8 @@ from airflow_provider_pathways.operators.submitted import (
     show_submission,
 )
 from airflow_provider_pathways.operators.template_values import rendered_mapping
-from airflow_provider_pathways.outcomes import JobJudgement, KeptJob, Verdict
+from airflow_provider_pathways.reattach_rules import JobJudgement, KeptJob, Verdict
+from airflow_provider_pathways.slurm.end_states import JobOutcome, job_outcome
 from airflow_provider_pathways.slurm.errors import SlurmJobLost, is_transient
 from airflow_provider_pathways.slurm.job import (
     JOB_ROLE,
@@ -38,7 +39,6 @@ from airflow_provider_pathways.slurm.job import (
     marked_comment,
     task_instance_marker,
 )
-from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 from airflow_provider_pathways.slurm.submit import (
     SubmitRequest,
     environment_problems,
@@ -336,7 +336,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             return None, str(lost)
 
     def judgement(self, job: SlurmJob) -> JobJudgement:
-        """The job's verdict (:func:`~airflow_provider_pathways.slurm.outcome.job_outcome`)."""
+        """The job's verdict (:func:`~airflow_provider_pathways.slurm.end_states.job_outcome`)."""
         outcome, failure, message = job_outcome(job)
         if outcome is JobOutcome.FAILED:
             return JobJudgement.failed(failure or FailureClass.UNKNOWN, message)

@@ -12,8 +12,8 @@ from airflow_provider_pathways.airflow_features import store_for_good
 from airflow_provider_pathways.gke.objects import QUEUE_NAME_LABEL
 from airflow_provider_pathways.gke.status import observe_status
 from airflow_provider_pathways.lineage import PathwaysRun, operator_lineage
-from airflow_provider_pathways.outcomes import FailureClass
-from airflow_provider_pathways.usage import Timeline, TryUsage, tpu_hours
+from airflow_provider_pathways.reattach_rules import FailureClass
+from airflow_provider_pathways.tpu_hours import Timeline, TryUsage, tpu_hours
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context

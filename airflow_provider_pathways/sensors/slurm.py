@@ -19,8 +19,8 @@ from airflow.providers.common.compat.sdk import (
 
 from airflow_provider_pathways.airflow_features import deferred_by, resumed_by_an_earlier_try
 from airflow_provider_pathways.failures import FailureClass, PathwaysJobFailed, apply_retry_policy
+from airflow_provider_pathways.slurm.end_states import JobOutcome, job_outcome
 from airflow_provider_pathways.slurm.job import SlurmJob
-from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 from airflow_provider_pathways.slurm.service import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_provider_pathways.outcomes import known_fields
+from airflow_provider_pathways.reattach_rules import known_fields
 
 #: Base states after which a job never runs again.
 TERMINAL_STATES = frozenset(

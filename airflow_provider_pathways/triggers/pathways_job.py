@@ -29,6 +29,7 @@ from airflow_provider_pathways.gke.status import (
     wait_is_over,
 )
 from airflow_provider_pathways.gke.task_job import JobRef, Release, describe_release
+from airflow_provider_pathways.tpu_hours import Timeline
 from airflow_provider_pathways.transient import (
     CONNECTION_TO_FIX,
     DEFAULT_OUTAGE_TOLERANCE,
@@ -38,7 +39,6 @@ from airflow_provider_pathways.transient import (
 )
 from airflow_provider_pathways.transient import describe_error as describe
 from airflow_provider_pathways.triggers.killable import KillableTrigger
-from airflow_provider_pathways.usage import Timeline
 
 if TYPE_CHECKING:
     from airflow_provider_pathways.gke.status import PathwaysJobStatus

@@ -10,8 +10,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_pathways import metrics
+from airflow_provider_pathways.slurm.end_states import (
+    DEFAULT_HOLD_TIMEOUT,
+    DEFAULT_MAX_REQUEUES,
+    StuckJobWatch,
+)
 from airflow_provider_pathways.slurm.errors import SlurmJobLost, is_transient
-from airflow_provider_pathways.slurm.outcome import DEFAULT_HOLD_TIMEOUT, DEFAULT_MAX_REQUEUES, StuckJobWatch
 from airflow_provider_pathways.slurm.service import (
     DEFAULT_CLUSTER_ENV_PATH,
     DEFAULT_PROXY_KEYS,

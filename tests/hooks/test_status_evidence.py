@@ -318,7 +318,7 @@ def test_a_job_with_a_deletion_timestamp_is_terminating_not_running() -> None:
     """jobset_controller.go does not reconcile a JobSet marked for deletion, so its status keeps
     its last ready counts; pathwaysjob_controller.go keeps a PathwaysJob's terminalState empty."""
     from airflow_provider_pathways.gke.status import judge_status, summarize
-    from airflow_provider_pathways.outcomes import ReattachAction, reattach_action
+    from airflow_provider_pathways.reattach_rules import ReattachAction, reattach_action
 
     stamp = "2026-01-01T00:05:00Z"
     held = summarize(

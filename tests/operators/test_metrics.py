@@ -105,7 +105,7 @@ def test_a_preempted_and_retried_job_sends_its_metrics_and_reports_tpu_hours(
         assert ("lost to preempted tries" if AIRFLOW_V_3_3_PLUS else "1 earlier not recorded") in logs
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
     if AIRFLOW_V_3_0_PLUS:  # the timeline view reads the run as the metadata database holds it
-        from airflow_provider_pathways.timeline_view import read_run
+        from airflow_provider_pathways.plugins.timeline import read_run
 
         rows = read_run("gke_metrics_preempted", outcome.run_id).tries
         assert [(r.task, r.try_number) for r in rows] == [("train", 1), ("train", 2)]

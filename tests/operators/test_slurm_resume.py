@@ -81,7 +81,7 @@ def test_a_workload_remembers_its_success_and_a_cleared_try_reports_it_again_fro
     """The try that reports a success keeps the job as it saw it with the kept job id; a new try
     (the task cleared once slurmctld forgot the job) reports it from that, with the same XComs,
     without reading the cluster: this operator has no connection."""
-    from airflow_provider_pathways.outcomes import KeptJob, Verdict
+    from airflow_provider_pathways.reattach_rules import KeptJob, Verdict
     from airflow_provider_pathways.slurm.job import SlurmJob
 
     started = datetime(2026, 3, 1, 12, 0, 5, tzinfo=timezone.utc)
@@ -116,7 +116,7 @@ def test_a_ready_service_remembers_no_success_and_that_it_serves_on() -> None:
     """A service's success is its readiness, not its end: a cleared service task judges the job
     again (a live one is followed, as the clear table of docs/outcomes.rst says of a job a ready
     try left running; a gone one replaced), never reports a stale proxy."""
-    from airflow_provider_pathways.outcomes import KeptJob
+    from airflow_provider_pathways.reattach_rules import KeptJob
     from airflow_provider_pathways.slurm.service import Readiness, ServiceCheck
 
     store, ti = Store(), PushingTaskInstance()

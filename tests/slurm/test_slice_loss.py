@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from airflow_provider_pathways.slurm.end_states import slice_lost_during
 from airflow_provider_pathways.slurm.job import SlurmJob
-from airflow_provider_pathways.slurm.outcome import slice_lost_during
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -20,9 +20,9 @@ import pytest
 from airflow_provider_pathways.failures import FailureClass
 from airflow_provider_pathways.hooks.slurm import SlurmHook
 from airflow_provider_pathways.hooks.slurm_ssh import SshSession
+from airflow_provider_pathways.slurm.end_states import JobOutcome, job_outcome
 from airflow_provider_pathways.slurm.errors import SlurmAuthError, SlurmConnectionError, SlurmHostKeyError
 from airflow_provider_pathways.slurm.job import SlurmJob
-from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 from tests.slurm.conftest import CONN_IDS, Sandbox, wait_for
 from tests.slurm_isolated import claim_isolated_node
 from tests.tcp_gate import Gate

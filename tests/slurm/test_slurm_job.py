@@ -13,6 +13,7 @@ import pytest
 
 from airflow_provider_pathways.failures import FailureClass
 from airflow_provider_pathways.slurm.accounting import jobs_from_sacct, jobs_from_slurmdb, latest_attempts
+from airflow_provider_pathways.slurm.end_states import JobOutcome, StuckJobWatch, job_outcome
 from airflow_provider_pathways.slurm.job import (
     SlurmJob,
     decode_wait_status,
@@ -21,7 +22,6 @@ from airflow_provider_pathways.slurm.job import (
     normalize_state,
     parse_scontrol_record,
 )
-from airflow_provider_pathways.slurm.outcome import JobOutcome, StuckJobWatch, job_outcome
 from airflow_provider_pathways.slurm.rest import (
     ESLURM_INVALID_JOB_ID,
     jobs_from_rest,

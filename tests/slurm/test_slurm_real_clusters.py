@@ -19,9 +19,9 @@ import pytest
 
 from airflow_provider_pathways.failures import FailureClass
 from airflow_provider_pathways.hooks.slurm import SlurmHook
+from airflow_provider_pathways.slurm.end_states import JobOutcome, job_outcome
 from airflow_provider_pathways.slurm.errors import SlurmApiError, SlurmCommandError, SlurmJobLost
 from airflow_provider_pathways.slurm.job import SlurmJob
-from airflow_provider_pathways.slurm.outcome import JobOutcome, job_outcome
 from tests.slurm.conftest import CONN_IDS, TRANSPORTS, Sandbox, wait_for
 from tests.slurm_isolated import IsolatedNode, claim_isolated_node
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from airflow_provider_pathways.usage import MILESTONES, Timeline, TryUsage, tpu_hours
+from airflow_provider_pathways.tpu_hours import MILESTONES, Timeline, TryUsage, tpu_hours
 
 
 def one(try_number: int, job: str, started: float | None, ended: float | None, **kw: object) -> TryUsage:

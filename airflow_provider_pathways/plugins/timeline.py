@@ -1,5 +1,5 @@
 """The Airflow UI plugin (Airflow 3's plugin interface: a FastAPI app and an external view) that
-shows a DAG run's Pathways timeline (:mod:`~airflow_provider_pathways.timeline_chart`) as a tab of
+shows a DAG run's Pathways timeline (:mod:`~airflow_provider_pathways.plugins.timeline_chart`) as a tab of
 the run: ``/pathways/timeline?dag_id=...&run_id=...`` on the API server.
 
 It reads what the run recorded: each task's tries (task instance and its history) and the XComs
@@ -15,7 +15,7 @@ from typing import Any
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_provider_pathways.operators.usage import TPU_HOURS_KEY
-from airflow_provider_pathways.timeline_chart import CacheRow, RunTimeline, TryRow, tries_from_xcom
+from airflow_provider_pathways.plugins.timeline_chart import CacheRow, RunTimeline, TryRow, tries_from_xcom
 
 #: Where the app is mounted on the API server.
 URL_PREFIX = "/pathways"
@@ -89,7 +89,7 @@ def create_app() -> Any:
     from fastapi import Depends, FastAPI
     from fastapi.responses import HTMLResponse
 
-    from airflow_provider_pathways.timeline_chart import render_page
+    from airflow_provider_pathways.plugins.timeline_chart import render_page
 
     app = FastAPI(title="Pathways timeline")
 

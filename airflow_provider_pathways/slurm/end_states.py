@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 
-from airflow_provider_pathways.outcomes import FailureClass
+from airflow_provider_pathways.reattach_rules import FailureClass
 from airflow_provider_pathways.slurm.job import ACTIVE_STATES, SlurmJob
 
 

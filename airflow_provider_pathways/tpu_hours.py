@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from itertools import pairwise
 from typing import Any
 
-from airflow_provider_pathways.outcomes import known_fields
+from airflow_provider_pathways.reattach_rules import known_fields
 
 #: The milestones of a job, in the order it reaches them (after ``submitted``).
 MILESTONES = ("running", "ready", "ended")

@@ -1,11 +1,11 @@
-"""The reattach rules (``airflow_provider_pathways.outcomes``): what a new try (a retry, or a
+"""The reattach rules (``airflow_provider_pathways.reattach_rules``): what a new try (a retry, or a
 cleared task) does with the job an earlier try kept, the same for every backend."""
 
 from __future__ import annotations
 
 import pytest
 
-from airflow_provider_pathways.outcomes import (
+from airflow_provider_pathways.reattach_rules import (
     FailureClass,
     JobJudgement,
     KeptJob,

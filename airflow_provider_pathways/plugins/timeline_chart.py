@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_provider_pathways.cache.values import format_bytes
-from airflow_provider_pathways.usage import slice_changes
+from airflow_provider_pathways.tpu_hours import slice_changes
 
 #: The bars of a try, in order, with the milestones that bound each and their colour.
 PHASES = (

@@ -1,0 +1,1 @@
+"""The provider's Airflow UI plugins."""
