@@ -1,4 +1,5 @@
-"""Submit once, follow to the end, and on a retry reattach by the rules in :mod:`..outcomes`."""
+"""Submit once, follow to the end, and on a retry reattach by the rules in
+:mod:`~airflow_provider_pathways.reattach_rules`."""
 
 from __future__ import annotations
 
@@ -109,6 +110,21 @@ class ReattachingJobOperator(BaseOperator):
     then a fresh job is submitted. The one judgement of a job's end (XComs, log tail, deletion,
     the classified exception) is :meth:`finish_job`, used on a first try, after a reattach, when
     polling and when resuming from the triggerer.
+
+    The path of a try, top to bottom (the backends fill in the steps named here)::
+
+        execute -> run_job
+          |- a success an earlier try reported -> finish_job (reported again, not run again)
+          |- a kept job -> judge_job -> reattach_action (reattach_rules):
+          |     FOLLOW -> follow_job          REPORT_SUCCESS, or a failure -> finish_job
+          |     RESTART, REPLACE -> discard_job, then submit (below)
+          |     SUBMIT -> submit (below); the reported job is left as it is
+          |- no kept job, one found by its marks -> adopt_unclaimed_job -> follow_job
+          '- submit_job -> keep its id (or end the job: _end_unkept) -> follow_job
+        follow_job: poll (look every poll_interval, riding out outages) or defer to a trigger
+          -> finish_job: the task's result, or the classified failure (failures.py)
+        a time limit -> time_out -> give_up (the failure policy)
+        the task killed -> on_kill -> end_killed_job (the kill policy)
     """
 
     external_id_key: str = "job"
