@@ -522,6 +522,24 @@ class Airflow:
                 self._stays -= 1
                 self._stays_ended.notify_all()
 
+    def wait_trigger_held(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int = -1, timeout: float = 120
+    ) -> None:
+        """Wait until a live triggerer holds the deferred task's trigger (one that no fail-over
+        killed), or the task no longer defers."""
+        self.wait_ti(
+            dag_id,
+            run_id,
+            task_id,
+            "deferred on a live triggerer",
+            lambda t: (
+                t["state"] != "deferred"
+                or (t.get("triggerer_job") or {}).get("id") not in (None, *self.killed_triggerer_jobs)
+            ),
+            timeout,
+            map_index,
+        )
+
     def mark_task_failed(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> None:
         """Set the task instance's state to failed through the API, as a user in the UI does.
 
@@ -533,18 +551,7 @@ class Airflow:
         with self._triggerer_lock:
             deferred = self.task_instance(dag_id, run_id, task_id, map_index)["state"] == "deferred"
             if deferred:
-                self.wait_ti(
-                    dag_id,
-                    run_id,
-                    task_id,
-                    "deferred on a live triggerer",
-                    lambda t: (
-                        t["state"] != "deferred"
-                        or (t.get("triggerer_job") or {}).get("id") not in (None, *self.killed_triggerer_jobs)
-                    ),
-                    120,
-                    map_index,
-                )
+                self.wait_trigger_held(dag_id, run_id, task_id, map_index)
             ref = RunRef(dag_id, run_id)
             suffix = f"/{map_index}" if map_index >= 0 else ""
             try_number = self.task_instance(dag_id, run_id, task_id, map_index)["try_number"]

@@ -36,9 +36,13 @@ def outage(stage: Stage, name: str, service: str, mode: str) -> TaskOutcome:
             stage.slurm.release(dag_id, 0)
 
     # a deferred wait rides out the outage in one trigger: no triggerer is killed meanwhile
-    # (the failover scenarios kill the triggerer that runs their trigger, maybe this one's too)
+    # (the failover scenarios kill the triggerer that runs their trigger, maybe this one's too),
+    # and the outage begins once a live triggerer holds it (a trigger a killed triggerer held is
+    # taken over later, maybe after the outage: the triggerer taking it over saw none)
     kept = airflow.triggerers_stay() if mode == "deferrable" else contextlib.nullcontext()
     with kept:
+        if mode == "deferrable":
+            airflow.wait_trigger_held(dag_id, run_id, "train")
         took = stage.drill(f"outage:{service}").arrive(name, end_job)
         airflow.wait_run(dag_id, run_id, RUN_TIMEOUT)
     seen = outcome(airflow, dag_id, run_id, xcom_keys=("return_value",))
