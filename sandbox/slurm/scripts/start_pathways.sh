@@ -222,9 +222,8 @@ else
 	}
 	log "submitted worker array $ARRAY_JOB_ID ($ARRAY_NAME, $MAX_SLICES tasks) running $WORKER_SCRIPT"
 fi
-# Make the array findable from the service job too (REST 'comment', scontrol show job).
-((AS_PUBLISHED)) ||
-	scontrol update jobid="$SERVICE_JOB_ID" comment="pathways-workers=$ARRAY_JOB_ID" 2>/dev/null || true
+# This job's own comment is left as submitted (nothing published says the service rewrites it;
+# the submitter's marks stay on it).
 log "worker array job id: $ARRAY_JOB_ID"
 
 # ----------------------------------------------------------------------------- cluster.env

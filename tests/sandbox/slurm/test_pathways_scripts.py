@@ -35,6 +35,10 @@ def proxy_banner(address: str) -> str:
         return conn.makefile().readline().strip()
 
 
+#: The comment the submitter gives the service job (the provider's marks are one).
+SUBMITTER_MARK = "submitted-by=sandbox-test"
+
+
 def submit_service(
     slurm: SlurmSandbox, ssh, workdir: Path, min_slices: int, max_slices: int, **extra: str
 ) -> tuple[str, Path, Path]:
@@ -53,6 +57,7 @@ def submit_service(
     assignments = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
     command = (
         f"cd {shlex.quote(str(workdir))} && {assignments} sbatch --parsable --output=service-%j.out "
+        f"--comment={SUBMITTER_MARK} "
         f"{shlex.quote(slurm.settings['SLURM_SANDBOX_START_PATHWAYS_SCRIPT'])}"
     )
     rc, out, err = ssh_run(ssh, command)
@@ -200,8 +205,9 @@ def test_service_writes_cluster_env_once_min_slices_run(slurm: SlurmSandbox, job
     counts = [int(n) for n in re.findall(r"slices running: (\d+)/4", text.split("Pathways cluster ready")[0])]
     assert counts and counts[-1] >= 2
     assert f"worker array job id: {array}" in text
-    # The array is also findable from the service job and the array's comment.
-    assert slurm.job(service)["Comment"] == f"pathways-workers={array}"
+    # The service job keeps the comment it was submitted with (nothing published says the script
+    # rewrites it; the provider marks its jobs there); the array's comment names the service.
+    assert slurm.job(service)["Comment"] == SUBMITTER_MARK
     assert slurm.job(array)["Comment"] == f"pathways-service={service}"
     tasks = wait_for(
         lambda: (t := slurm.array_tasks(array)) and all(s == "RUNNING" for s, _ in t.values()) and t,
