@@ -3,8 +3,11 @@ back, as a network partition or a timed-out proxy does: the cluster acted (the j
 the client never learned its result.
 
 One request per client connection, forwarded as sent, its answer returned saying
-``Connection: close``; ``drop(path_part, count)`` makes the next ``count`` answers to POSTs whose
-path contains ``path_part`` go missing (the client's connection is closed with no answer).
+``Connection: close``; ``drop(path_part, count, body_part)`` makes the next ``count`` answers to
+POSTs whose path contains ``path_part`` (and whose body contains ``body_part``, when given: e.g. a
+job name, so that one client's submission is lost, not whichever comes first) go missing (the
+client's connection is closed with no answer). When the upstream cannot be reached, the client's
+connection is closed unanswered too, as a proxy's would be.
 """
 
 from __future__ import annotations
@@ -52,21 +55,21 @@ class LosingRelay:
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._server.getsockname()[1]
         self._lock = threading.Lock()
-        self._drops: dict[str, int] = {}
+        self._drops: dict[tuple[str, bytes], int] = {}
         #: ``(method and path, answered)`` of every request relayed, in order
         self.requests: list[tuple[str, bool]] = []
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
-    def drop(self, path_part: str, count: int = 1) -> None:
+    def drop(self, path_part: str, count: int = 1, body_part: bytes = b"") -> None:
         with self._lock:
-            self._drops[path_part] = count
+            self._drops[(path_part, body_part)] = count
 
-    def _take_drop(self, request_line: str) -> bool:
+    def _take_drop(self, request_line: str, body: bytes) -> bool:
         method, _, rest = request_line.partition(" ")
         with self._lock:
-            for part, left in self._drops.items():
-                if method == "POST" and part in rest and left > 0:
-                    self._drops[part] = left - 1
+            for (part, in_body), left in self._drops.items():
+                if method == "POST" and part in rest and in_body in body and left > 0:
+                    self._drops[(part, in_body)] = left - 1
                     return True
         return False
 
@@ -84,10 +87,13 @@ class LosingRelay:
             if request is None:
                 return
             request_line = request[0][0].decode(errors="replace")
-            with socket.create_connection(self.upstream, timeout=60) as upstream:
-                upstream.sendall(b"\r\n".join(request[0]) + b"\r\n\r\n" + request[1])
-                answer = _read_message(upstream)
-            lose = answer is None or self._take_drop(request_line)
+            try:
+                with socket.create_connection(self.upstream, timeout=60) as upstream:
+                    upstream.sendall(b"\r\n".join(request[0]) + b"\r\n\r\n" + request[1])
+                    answer = _read_message(upstream)
+            except OSError:  # the upstream is unreachable (e.g. its gate is closed)
+                answer = None
+            lose = answer is None or self._take_drop(request_line, request[1])
             with self._lock:
                 self.requests.append((request_line.rsplit(" ", 1)[0], not lose))
             if answer is not None and not lose:

@@ -153,6 +153,11 @@ class Injector:
             self.gate_busy[name].release()
 
     def _lost_answer(self, plan: RunPlan, fault: Fault) -> str:
+        if plan.platform == "slurm":  # the run's first submission through slurmrestd (by its job name)
+            relay = self.stage.rest_relay
+            assert relay is not None and plan.transport == "rest"
+            relay.drop("/job/submit", 1, body_part=f"-{plan.run_id}-".encode())
+            return "armed"
         namespace = plan.dag_id.replace("_", "-")
         self.stage.standin.control("lose-answers", namespace=namespace, resource="pathwaysjobs", count=1)
         return "armed"

@@ -29,14 +29,16 @@ GKE_FAULTS = (
     "mark_failed",  # the user marks the task instance failed
     "mark_success",  # the user marks the task instance success
 )
-#: The Slurm faults. Not drawn: ``lost_answer`` (the relay of tests/lost_answer.py loses the answer to
-#: the next submission of whichever run sends one, and the soak's runs share slurmrestd), ``suspend``
-#: and ``evict`` (no Kueue; a suspended Slurm job keeps its program, SIGSTOPped).
+#: The Slurm faults. Not drawn: ``suspend`` and ``evict`` (no Kueue; a suspended Slurm job keeps its
+#: program, SIGSTOPped).
 SLURM_FAULTS = (
     "worker_kill",  # SIGKILL the polling task's worker (and its supervisor)
     "triggerer_kill",  # SIGKILL the triggerer running the deferred task's trigger; started again
     "triggerer_stop",  # SIGSTOP that triggerer for a while, then SIGCONT
     "outage",  # the gate of the run's transport (slurmrestd or sshd) is closed for a while
+    # the answer to the run's first submission through slurmrestd is lost (the relay of
+    # tests/lost_answer.py, by the run's job names; armed before the run starts); REST runs only
+    "lost_answer",
     "preempt",  # ``scontrol requeue`` of the running job, as a preemption in REQUEUE mode does
     "fail_program",  # the running program exits 1, or kills itself with SIGTERM
     "clear",  # the user clears the task instance
@@ -221,6 +223,8 @@ def applicable(kind: str, plan: RunPlan) -> bool:
         return plan.mode == "deferrable" and plan.wait != "created"
     if kind == "evict":
         return plan.variant == "kueue"
+    if kind == "lost_answer" and plan.platform == "slurm":
+        return plan.transport == "rest"
     return True
 
 

@@ -21,6 +21,7 @@ from sandbox.kube.launcher import LOG_FILE as KUBE_LOG_FILE
 from tests.deployment.clusters import SlurmCluster
 from tests.deployment.conftest import _gated_kubeconfig, _slurm_connections
 from tests.deployment.harness import Airflow
+from tests.lost_answer import LosingRelay
 from tests.soak.records import KubeRecords, SlurmRecords
 from tests.tcp_gate import Gate
 
@@ -41,6 +42,9 @@ class SoakStage:
     extra: dict[str, Any] = field(default_factory=dict)
     #: what slurmctld reports of every job the soak submitted (with Slurm)
     slurm_records: SlurmRecords | None = None
+    #: the relay between the gated slurmrestd connection and its gate (with Slurm), which loses
+    #: the answer to a run's submission when told to
+    rest_relay: LosingRelay | None = None
 
 
 @contextlib.contextmanager
@@ -65,6 +69,7 @@ def soak_stage(*, slurm: bool, parallelism: int = 32) -> Iterator[SoakStage]:
         dag_files = [GKE_DAGS]
         cluster: SlurmCluster | None = None
         slurm_records: SlurmRecords | None = None
+        rest_relay: LosingRelay | None = None
         if slurm:
             from sandbox.slurm.cluster import start_slurm_sandbox
 
@@ -80,6 +85,10 @@ def soak_stage(*, slurm: bool, parallelism: int = 32) -> Iterator[SoakStage]:
             )
             cleanups.extend((gates["rest"].close, gates["ssh"].close))
             connections.update(_slurm_connections(settings, gates))
+            rest_relay = LosingRelay("127.0.0.1", gates["rest"].port).__enter__()
+            cleanups.append(lambda: rest_relay.__exit__(None, None, None))
+            relayed = json.loads(connections["slurm_rest_gated"])
+            connections["slurm_rest_gated"] = json.dumps(dict(relayed, port=rest_relay.port))
             if not SLURM_DAGS.exists():
                 raise RuntimeError("the soak has no Slurm DAGs yet (tests/soak/dags/soak_slurm.py)")
             dag_files.append(SLURM_DAGS)
@@ -99,6 +108,7 @@ def soak_stage(*, slurm: bool, parallelism: int = 32) -> Iterator[SoakStage]:
             gates,
             cluster,
             slurm_records=slurm_records,
+            rest_relay=rest_relay,
         )
     finally:
         errors = []
