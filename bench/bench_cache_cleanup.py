@@ -130,22 +130,24 @@ def run_baseline(bucket: str, older_than: str) -> dict[str, Any]:
 
 
 def run_hook(bucket: str, older_than: str, **hook_kwargs: Any) -> dict[str, Any]:
+    from airflow_provider_pathways.cache import CleanupCriteria
     from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 
     started = time.perf_counter()
     hook = CompilationCacheHook(gcp_conn_id=CONNECTION, **hook_kwargs)
-    report = hook.cleanup(f"gs://{bucket}/{PREFIX}", older_than=older_than)
+    report = hook.cleanup(f"gs://{bucket}/{PREFIX}", CleanupCriteria(older_than=older_than))
     done = time.perf_counter()
     assert report.errors == 0, report.error_samples
     return {"total_s": done - started, "deleted": report.deleted_objects}
 
 
 def run_two_phase(bucket: str, older_than: str) -> dict[str, Any]:
+    from airflow_provider_pathways.cache import CleanupCriteria
     from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 
     started = time.perf_counter()
     hook = CompilationCacheHook(gcp_conn_id=CONNECTION)
-    with hook.plan(f"gs://{bucket}/{PREFIX}", older_than=older_than) as plan:
+    with hook.plan(f"gs://{bucket}/{PREFIX}", CleanupCriteria(older_than=older_than)) as plan:
         planned = time.perf_counter()
         report = hook.delete(plan)
     done = time.perf_counter()
@@ -238,6 +240,7 @@ def peak_rss_mib() -> float:
 
 def memory_worker(count: int) -> dict[str, Any]:
     """Seed ``count`` stale objects and measure one whole cleanup's peak memory (fresh interpreter)."""
+    from airflow_provider_pathways.cache import CleanupCriteria
     from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 
     emulator = start_gcs_emulator(os.environ["BENCH_GCS_STATE"])
@@ -249,7 +252,7 @@ def memory_worker(count: int) -> dict[str, Any]:
     rss_before = rss_mib()
     tracemalloc.start()
     started = time.perf_counter()
-    report = hook.cleanup(f"gs://{bucket}/{PREFIX}", older_than="7d")
+    report = hook.cleanup(f"gs://{bucket}/{PREFIX}", CleanupCriteria(older_than="7d"))
     elapsed = time.perf_counter() - started
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()

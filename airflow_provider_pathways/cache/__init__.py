@@ -3,6 +3,7 @@
 - :mod:`.location`: ``gs://`` locations and the Slurm scratch convention;
 - :mod:`.values`: ages, sizes and counts given by users, range-checked;
 - :mod:`.selection`: which objects are cache entries (cache folders, protected folders, JAX pairs);
+- :mod:`.criteria`: a cleanup's criteria (ages, budget, what is cache), checked and normalised once;
 - :mod:`.plan`: selecting entries by age or budget, streamed and spilled to disk;
 - :mod:`.report`: the report, its summary table, and how answers to deletes become its counts;
 - :mod:`.storage`, :mod:`.deleter`: the GCS JSON API calls (batch format, listing answers read as
@@ -14,6 +15,7 @@
 Importing this package loads no Google client library.
 """
 
+from airflow_provider_pathways.cache.criteria import CleanupCriteria
 from airflow_provider_pathways.cache.location import (
     GCS_SCHEME,
     SLURM_SCRATCH_SUBDIR,
@@ -46,6 +48,7 @@ from airflow_provider_pathways.cache.selection import (
     group_entries,
     looks_like_cache_folder,
     protected_folder,
+    relative_prefixes,
 )
 from airflow_provider_pathways.cache.storage import BucketNotFoundError, CacheCleanupError
 from airflow_provider_pathways.cache.values import (
@@ -82,6 +85,7 @@ __all__ = [
     "CacheEntry",
     "CacheObject",
     "CacheSelector",
+    "CleanupCriteria",
     "CleanupPlan",
     "CleanupReport",
     "GcsLocation",
@@ -100,5 +104,6 @@ __all__ = [
     "parse_duration",
     "parse_size",
     "protected_folder",
+    "relative_prefixes",
     "scratch_location_for_bucket",
 ]

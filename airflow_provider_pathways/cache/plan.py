@@ -13,15 +13,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_pathways.cache.criteria import CleanupCriteria
 from airflow_provider_pathways.cache.location import GcsLocation
 from airflow_provider_pathways.cache.selection import (
     CacheEntry,
     CacheObject,
-    CacheSelector,
     ListingStats,
     group_entries,
 )
-from airflow_provider_pathways.cache.values import DEFAULT_MIN_AGE, check_age, parse_size
 
 SAMPLE_SIZE = 10
 SORT_RUN_ENTRIES = 10_000
@@ -138,45 +137,35 @@ class CleanupPlan:
 class PlanBuilder:
     """Selects cache entries to delete from a name-ordered listing, streaming, with bounded memory.
 
-    ``older_than``: entries whose last update is older than this go (decided as the listing goes).
-    ``max_cache_bytes``: then, while the cache is over this budget, the oldest entries go (newest
-    kept; decided after the listing, through an external sort on disk), but never one updated less
-    than ``min_age`` ago. At least one of the two criteria is required. :attr:`summary` is complete
-    once :meth:`select` is exhausted.
+    What is cache under ``location`` and which entries go are the ``criteria``: entries older than
+    ``older_than`` are decided as the listing goes; then, while the cache is over ``max_cache_bytes``,
+    the oldest go (newest kept; decided after the listing, through an external sort on disk), but
+    never one updated less than ``min_age`` ago. :attr:`summary` is complete once :meth:`select` is
+    exhausted. ``ValueError`` if the location or a cache prefix breaks a safety rule.
     """
 
     def __init__(
         self,
-        selector: CacheSelector,
+        location: GcsLocation,
+        criteria: CleanupCriteria,
         *,
-        older_than: timedelta | None,
-        max_cache_bytes: int | None,
-        min_age: timedelta = DEFAULT_MIN_AGE,
         now: datetime | None = None,
         spill_dir: str | Path | None = None,
         run_entries: int = SORT_RUN_ENTRIES,
     ) -> None:
-        if older_than is None and max_cache_bytes is None:
-            raise ValueError(
-                "give older_than (an age such as '7d') and/or max_cache_bytes (a budget such as '500GiB')"
-            )
-        if older_than is not None:
-            check_age(older_than, param="older_than")
-        check_age(min_age, param="min_age")
-        if max_cache_bytes is not None:
-            parse_size(max_cache_bytes, param="max_cache_bytes")
-        self.selector = selector
+        self.selector = criteria.selector(location)
+        self.criteria = criteria
         self.now = now or datetime.now(timezone.utc)
+        older_than = criteria.older_than
         self.cutoff = self.now - older_than if older_than is not None else None
-        self.guard = self.now - min_age
-        self.max_cache_bytes = max_cache_bytes
+        self.guard = self.now - criteria.min_age
         self.spill_dir = spill_dir
         self.run_entries = run_entries
         self.summary = PlanSummary(
-            location=selector.location.url,
+            location=location.url,
             older_than_seconds=older_than.total_seconds() if older_than is not None else None,
-            max_cache_bytes=max_cache_bytes,
-            min_age_seconds=min_age.total_seconds(),
+            max_cache_bytes=criteria.max_cache_bytes,
+            min_age_seconds=criteria.min_age.total_seconds(),
             cutoff=self.cutoff.isoformat() if self.cutoff is not None else None,
             planned_at=self.now.isoformat(),
         )
@@ -220,6 +209,7 @@ class PlanBuilder:
         """Like :meth:`select`, from cache entries already grouped (e.g. by several listings at once);
         ``stats`` counts everything those listings saw and is complete once ``entries`` is."""
         summary = self.summary
+        budget = self.criteria.max_cache_bytes
         workdir = Path(tempfile.mkdtemp(prefix="pathways-cache-candidates-", dir=self.spill_dir))
         try:
             candidates_path = workdir / "candidates.jsonl"
@@ -231,12 +221,12 @@ class PlanBuilder:
                     summary.cache_bytes += entry.size
                     if self.cutoff is not None and entry.updated < self.cutoff:
                         yield self._take(entry)
-                    elif self.max_cache_bytes is not None:
+                    elif budget is not None:
                         candidates.write(encode_entry(entry, seq))
                         seq += 1
             self._finish(stats)
-            if self.max_cache_bytes is not None:
-                excess = summary.cache_bytes - summary.planned_bytes - self.max_cache_bytes
+            if budget is not None:
+                excess = summary.cache_bytes - summary.planned_bytes - budget
                 guard_us = _to_us(self.guard)
                 if excess > 0:
                     for updated_us, _seq, entry in _sorted_candidates(
@@ -257,25 +247,15 @@ class PlanBuilder:
 
 def build_plan(
     listing: Iterable[CacheObject],
-    selector: CacheSelector,
+    location: GcsLocation,
+    criteria: CleanupCriteria,
     *,
-    older_than: timedelta | None,
-    max_cache_bytes: int | None,
-    min_age: timedelta = DEFAULT_MIN_AGE,
     now: datetime | None = None,
     spill_dir: str | Path | None = None,
     run_entries: int = SORT_RUN_ENTRIES,
 ) -> CleanupPlan:
     """Run a :class:`PlanBuilder` over the listing and keep its selection in a spill file."""
-    builder = PlanBuilder(
-        selector,
-        older_than=older_than,
-        max_cache_bytes=max_cache_bytes,
-        min_age=min_age,
-        now=now,
-        spill_dir=spill_dir,
-        run_entries=run_entries,
-    )
+    builder = PlanBuilder(location, criteria, now=now, spill_dir=spill_dir, run_entries=run_entries)
     workdir = Path(tempfile.mkdtemp(prefix="pathways-cache-plan-", dir=spill_dir))
     plan_path = workdir / "plan.jsonl"
     try:
@@ -285,7 +265,7 @@ def build_plan(
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    return CleanupPlan(selector.location, builder.summary, plan_path, workdir)
+    return CleanupPlan(builder.selector.location, builder.summary, plan_path, workdir)
 
 
 def _sorted_candidates(path: Path, workdir: Path, run_entries: int) -> Iterator[tuple[int, int, CacheEntry]]:

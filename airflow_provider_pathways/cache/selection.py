@@ -54,6 +54,29 @@ def protected_folder(path: str) -> str | None:
     return None
 
 
+def relative_prefixes(cache_prefixes: object) -> tuple[str, ...] | None:
+    """``cache_prefixes`` checked as folders relative to a location, each ending with ``/`` (None:
+    the default cache folders); ``ValueError`` naming the bad entry. Whether each is a cache folder
+    depends on the location: :meth:`CacheSelector.build` checks that."""
+    if cache_prefixes is None:
+        return None
+    if isinstance(cache_prefixes, str) or not isinstance(cache_prefixes, Iterable):
+        raise ValueError(
+            f"cache_prefixes={cache_prefixes!r} must be a list of folders, e.g. ['compilation_cache/']"
+        )
+    checked: list[str] = []
+    for raw in cache_prefixes:
+        if not isinstance(raw, str) or raw.startswith(GCS_SCHEME) or raw.startswith("/"):
+            raise ValueError(
+                f"cache_prefixes entry {raw!r} must be a folder relative to the location, "
+                "e.g. 'compilation_cache/'"
+            )
+        checked.append(normalize_prefix(raw, param="cache_prefixes"))
+    if not checked:
+        raise ValueError("cache_prefixes is empty: leave it unset for the default cache folders")
+    return tuple(checked)
+
+
 class CacheObject(NamedTuple):
     """One listed object: name, generation, size in bytes and last update (``updated``)."""
 
@@ -126,39 +149,25 @@ class CacheSelector:
                 f"location={location.url!r} is inside {guarded + '/'!r}: nothing inside checkpoint or "
                 "tensorboard folders is ever deleted; give the scratch location that holds the cache"
             )
-        if isinstance(cache_prefixes, str):
-            raise ValueError(
-                f"cache_prefixes={cache_prefixes!r} must be a list of folders, e.g. ['compilation_cache/']"
-            )
-        prefixes: tuple[str, ...] | None = None
-        if cache_prefixes is not None:
-            checked: list[str] = []
-            for raw in cache_prefixes:
-                if not isinstance(raw, str) or raw.startswith(GCS_SCHEME) or raw.startswith("/"):
-                    raise ValueError(
-                        f"cache_prefixes entry {raw!r} must be a folder relative to the location, "
-                        "e.g. 'compilation_cache/'"
-                    )
-                prefix = normalize_prefix(raw, param="cache_prefixes")
+        prefixes = relative_prefixes(cache_prefixes)
+        if prefixes is not None:
+            for prefix in prefixes:
                 where = f"{location.url}{prefix}"
                 guarded = protected_folder(prefix)
                 if guarded is not None:
                     raise ValueError(
-                        f"cache_prefixes entry {raw!r} ({where}) is inside {guarded + '/'!r}: nothing "
+                        f"cache_prefixes entry {prefix!r} ({where}) is inside {guarded + '/'!r}: nothing "
                         "inside checkpoint or tensorboard folders is ever deleted"
                     )
                 folders = prefix.rstrip("/").split("/") if prefix else [location.folder_name]
                 if not allow_any_prefix and not any(looks_like_cache_folder(f) for f in folders):
                     raise ValueError(
-                        f"cache_prefixes entry {raw!r} ({where}) is not a cache folder (no folder name in it "
-                        "contains 'cache'): everything under it would be deleted; point it at a cache "
-                        "folder or set allow_any_prefix=True if that is really meant"
+                        f"cache_prefixes entry {prefix!r} ({where}) is not a cache folder (no folder name "
+                        "in it contains 'cache'): everything under it would be deleted; point it at a "
+                        "cache folder or set allow_any_prefix=True if that is really meant"
                     )
-                checked.append(prefix)
-            if not checked:
-                raise ValueError("cache_prefixes is empty: leave it unset for the default cache folders")
             # Drop prefixes nested in another one so nothing is listed twice.
-            ordered = sorted(set(checked))
+            ordered = sorted(set(prefixes))
             prefixes = tuple(p for p in ordered if not any(p != q and p.startswith(q) for q in ordered))
         return cls(location=location, cache_prefixes=prefixes, jax_pairs=jax_pairs)
 

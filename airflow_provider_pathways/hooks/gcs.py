@@ -15,20 +15,20 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_provider_pathways import __version__
+from airflow_provider_pathways.cache.criteria import CleanupCriteria
 from airflow_provider_pathways.cache.lifecycle import apply_age_rule, check_rule_arguments, ensure_age_rule
 from airflow_provider_pathways.cache.location import GcsLocation
 from airflow_provider_pathways.cache.plan import CleanupPlan, PlanBuilder, encode_entry
 from airflow_provider_pathways.cache.report import CleanupReport
-from airflow_provider_pathways.cache.selection import CacheEntry, CacheSelector
+from airflow_provider_pathways.cache.selection import CacheEntry
 from airflow_provider_pathways.cache.storage import EMULATOR_ENV, CacheCleanupError
-from airflow_provider_pathways.cache.values import DEFAULT_MIN_AGE, check_count, parse_duration, parse_size
+from airflow_provider_pathways.cache.values import check_count
 from airflow_provider_pathways.hooks.google_credentials import (
     ADC_SOURCES,
     DEFAULT_GCP_CONN_ID,
@@ -221,47 +221,11 @@ class CompilationCacheHook(BaseHook):
     # Planning
     # ----------------------------------------------------------------------------------------
 
-    def _builder(
-        self,
-        location: str,
-        *,
-        older_than: timedelta | float | str | None = None,
-        max_cache_bytes: int | str | None = None,
-        cache_prefixes: Sequence[str] | None = None,
-        jax_pairs: bool = True,
-        min_age: timedelta | float | str = DEFAULT_MIN_AGE,
-        allow_bucket_root: bool = False,
-        allow_any_prefix: bool = False,
-    ) -> PlanBuilder:
-        """Check every argument (``ValueError`` naming it and the fix) before any request."""
-        loc = GcsLocation.parse(location, param="location")
-        selector = CacheSelector.build(
-            loc,
-            cache_prefixes=cache_prefixes,
-            jax_pairs=jax_pairs,
-            allow_bucket_root=allow_bucket_root,
-            allow_any_prefix=allow_any_prefix,
-        )
-        age = parse_duration(older_than, param="older_than") if older_than is not None else None
-        budget = parse_size(max_cache_bytes, param="max_cache_bytes") if max_cache_bytes is not None else None
-        guard = parse_duration(min_age, param="min_age")
-        return PlanBuilder(selector, older_than=age, max_cache_bytes=budget, min_age=guard)
-
-    def plan(
-        self,
-        location: str,
-        *,
-        older_than: timedelta | float | str | None = None,
-        max_cache_bytes: int | str | None = None,
-        cache_prefixes: Sequence[str] | None = None,
-        jax_pairs: bool = True,
-        min_age: timedelta | float | str = DEFAULT_MIN_AGE,
-        allow_bucket_root: bool = False,
-        allow_any_prefix: bool = False,
-    ) -> CleanupPlan:
+    def plan(self, location: str, criteria: CleanupCriteria) -> CleanupPlan:
         """
         List the location (split by folder when long, ``list_workers`` listings at once) and plan
-        which cache entries go; deletes nothing.
+        which cache entries go by the ``criteria``
+        (:class:`~airflow_provider_pathways.cache.criteria.CleanupCriteria`); deletes nothing.
 
         Only cache entries count (see :class:`~airflow_provider_pathways.cache.selection.CacheSelector`):
         objects inside a ``compilation_cache/`` or ``jax_cache/`` folder (at any depth) or, with
@@ -272,19 +236,11 @@ class CompilationCacheHook(BaseHook):
         less than ``min_age`` ago). The plan keeps each object's generation and lives on disk: use
         it as a context manager (or ``close()`` it).
 
-        :raises ValueError: bad input (named parameter and the allowed values), before any request.
+        :raises ValueError: a bad location, or a cache prefix that breaks a safety rule there, before
+            any request.
         :raises BucketNotFoundError: the bucket does not exist (or is not visible).
         """
-        builder = self._builder(
-            location,
-            older_than=older_than,
-            max_cache_bytes=max_cache_bytes,
-            cache_prefixes=cache_prefixes,
-            jax_pairs=jax_pairs,
-            min_age=min_age,
-            allow_bucket_root=allow_bucket_root,
-            allow_any_prefix=allow_any_prefix,
-        )
+        builder = PlanBuilder(GcsLocation.parse(location, param="location"), criteria)
         started = time.monotonic()
         api = self.storage_api(pool_size=self.list_workers + 1)
         workdir = Path(tempfile.mkdtemp(prefix="pathways-cache-plan-"))
@@ -326,34 +282,14 @@ class CompilationCacheHook(BaseHook):
     # ----------------------------------------------------------------------------------------
 
     def cleanup(
-        self,
-        location: str,
-        *,
-        dry_run: bool = False,
-        max_errors: int = 100,
-        older_than: timedelta | float | str | None = None,
-        max_cache_bytes: int | str | None = None,
-        cache_prefixes: Sequence[str] | None = None,
-        jax_pairs: bool = True,
-        min_age: timedelta | float | str = DEFAULT_MIN_AGE,
-        allow_bucket_root: bool = False,
-        allow_any_prefix: bool = False,
+        self, location: str, criteria: CleanupCriteria, *, dry_run: bool = False, max_errors: int = 100
     ) -> CleanupReport:
         """
         Plan and delete in one pass: deletes start while the listing goes on (same selection as
         :meth:`plan`, each delete conditioned on the generation just listed). ``dry_run`` lists and
         reports the plan but deletes nothing.
         """
-        builder = self._builder(
-            location,
-            older_than=older_than,
-            max_cache_bytes=max_cache_bytes,
-            cache_prefixes=cache_prefixes,
-            jax_pairs=jax_pairs,
-            min_age=min_age,
-            allow_bucket_root=allow_bucket_root,
-            allow_any_prefix=allow_any_prefix,
-        )
+        builder = PlanBuilder(GcsLocation.parse(location, param="location"), criteria)
         check_count(max_errors, param="max_errors", low=1)
         report = CleanupReport(plan=builder.summary, dry_run=dry_run)
         tally = self._tally(report, max_errors)

@@ -6,6 +6,7 @@ Parse-time cheap: importing this module loads neither ``google.cloud`` nor ``goo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +17,10 @@ from airflow.providers.common.compat.sdk import (
     TriggerRule,
 )
 
+from airflow_provider_pathways.cache.criteria import CleanupCriteria
 from airflow_provider_pathways.cache.lifecycle import check_age_days
 from airflow_provider_pathways.cache.location import GcsLocation, scratch_location_for_bucket
-from airflow_provider_pathways.cache.selection import CacheSelector
-from airflow_provider_pathways.cache.values import DEFAULT_MIN_AGE, check_count, parse_duration, parse_size
+from airflow_provider_pathways.cache.values import DEFAULT_MIN_AGE, check_count
 from airflow_provider_pathways.hooks.google_credentials import DEFAULT_GCP_CONN_ID
 from airflow_provider_pathways.operators.template_values import unrendered
 
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 
 PATHWAYS_DIR_XCOM_KEY = "pathways_dir"
+# The templated criteria: at parse time one that is still a template is checked once rendered; until
+# then a value that passes stands in for it, so the others are checked by the same rules as at run time.
+_STAND_INS: dict[str, Any] = {"older_than": timedelta(0), "max_cache_bytes": 0, "cache_prefixes": None}
 
 
 class CleanupCompilationCacheOperator(BaseOperator):
@@ -125,10 +129,6 @@ class CleanupCompilationCacheOperator(BaseOperator):
                 "gs://BUCKET/pathways-scratch/shared) or pathways_dir_from_task (a task id); "
                 f"got {given or 'none'}"
             )
-        if older_than is None and max_cache_bytes is None:
-            raise ValueError(
-                "give older_than (an age such as '7d') and/or max_cache_bytes (a budget such as '500GiB')"
-            )
         self.scratch_location = scratch_location
         self.bucket = bucket
         self.pathways_dir_from_task = pathways_dir_from_task
@@ -151,44 +151,37 @@ class CleanupCompilationCacheOperator(BaseOperator):
         self._hook: CompilationCacheHook | None = None
         self._check_arguments(parse_time=True)
 
-    def _check_arguments(self, *, parse_time: bool) -> dict[str, Any]:
-        """Parse the (rendered) arguments; at parse time, skip values that are still templates."""
+    def _check_arguments(self, *, parse_time: bool) -> tuple[CleanupCriteria, str | None]:
+        """The criteria and the location (None: from ``pathways_dir_from_task``), checked by the
+        cache package's rules. At parse time values still templates are skipped (stand-ins take
+        their place, so the criteria returned then are for checking only)."""
+
+        def later(value: object) -> bool:
+            items = value if isinstance(value, (list, tuple)) else ()
+            return parse_time and (unrendered(value) or any(unrendered(item) for item in items))
 
         def ready(value: object) -> bool:
-            return value is not None and not (parse_time and unrendered(value))
+            return value is not None and not later(value)
 
-        parsed: dict[str, Any] = {}
         check_count(self.max_workers, param="max_workers", low=1, high=256)
         check_count(self.batch_size, param="batch_size", low=1, high=100)
         check_count(self.max_errors, param="max_errors", low=1)
-        if ready(self.older_than):
-            parsed["older_than"] = parse_duration(self.older_than, param="older_than")
-        if ready(self.max_cache_bytes):
-            parsed["max_cache_bytes"] = parse_size(self.max_cache_bytes, param="max_cache_bytes")
-        parsed["min_age"] = parse_duration(self.min_age, param="min_age")
+        # The criteria's fields are this operator's parameters and attributes, under the same names.
+        values = {field.name: getattr(self, field.name) for field in fields(CleanupCriteria)}
+        pending = {name: _STAND_INS[name] for name in _STAND_INS if later(values[name])}
+        criteria = CleanupCriteria(**{**values, **pending})
         location: str | None = None
         if ready(self.scratch_location):
             location = GcsLocation.parse(self.scratch_location, param="scratch_location").url
         elif ready(self.bucket):
             location = scratch_location_for_bucket(self.bucket, param="bucket")
         if location is not None:
-            prefixes = self.cache_prefixes
-            later = unrendered(prefixes) or (
-                isinstance(prefixes, (list, tuple)) and any(unrendered(p) for p in prefixes)
-            )
-            if not (parse_time and later):
-                CacheSelector.build(
-                    GcsLocation.parse(location),
-                    cache_prefixes=self.cache_prefixes,
-                    allow_bucket_root=self.allow_bucket_root,
-                    allow_any_prefix=self.allow_any_prefix,
-                )
-        parsed["location"] = location
-        return parsed
+            criteria.selector(GcsLocation.parse(location))
+        return criteria, location
 
-    def _resolve_location(self, context: Context, parsed: dict[str, Any]) -> str:
-        if parsed["location"] is not None:
-            return parsed["location"]
+    def _resolve_location(self, context: Context, location: str | None) -> str:
+        if location is not None:
+            return location
         task_id = self.pathways_dir_from_task
         value = context["ti"].xcom_pull(task_ids=task_id, key=PATHWAYS_DIR_XCOM_KEY)
         if not value:
@@ -204,26 +197,15 @@ class CleanupCompilationCacheOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 
-        parsed = self._check_arguments(parse_time=False)
-        location = self._resolve_location(context, parsed)
+        criteria, known = self._check_arguments(parse_time=False)
+        location = self._resolve_location(context, known)
         self._hook = hook = CompilationCacheHook(
             gcp_conn_id=self.gcp_conn_id,
             impersonation_chain=self.impersonation_chain,
             max_workers=self.max_workers,
             batch_size=self.batch_size,
         )
-        report = hook.cleanup(
-            location,
-            dry_run=self.report_only,
-            max_errors=self.max_errors,
-            older_than=parsed.get("older_than"),
-            max_cache_bytes=parsed.get("max_cache_bytes"),
-            cache_prefixes=self.cache_prefixes,
-            jax_pairs=self.jax_pairs,
-            min_age=parsed["min_age"],
-            allow_bucket_root=self.allow_bucket_root,
-            allow_any_prefix=self.allow_any_prefix,
-        )
+        report = hook.cleanup(location, criteria, dry_run=self.report_only, max_errors=self.max_errors)
         result = report.to_dict()
         self.log.info("%s", report.summary_table())
         if not report.dry_run:

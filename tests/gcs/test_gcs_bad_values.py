@@ -1,6 +1,6 @@
 """Ages and sizes out of range are refused where they are given, before any request, naming the
 parameter and the allowed range: in the operator's constructor, after a template renders, and in
-the hook."""
+the hook's ``CleanupCriteria``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 
+from airflow_provider_pathways.cache import CleanupCriteria
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from airflow_provider_pathways.operators.gcs import CleanupCompilationCacheOperator
 from sandbox.gcs.launcher import GcsEmulator
@@ -58,6 +59,12 @@ def expected(param: str, value: object, problem: str, allowed: str) -> str:
 
 
 @pytest.mark.parametrize(("param", "value", "problem", "allowed"), BAD, ids=IDS)
+def test_the_criteria_refuse_when_made(param: str, value: object, problem: str, allowed: str) -> None:
+    with pytest.raises(ValueError, match=expected(param, value, problem, allowed)):
+        CleanupCriteria(**arguments(param, value))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("param", "value", "problem", "allowed"), BAD, ids=IDS)
 def test_the_hook_refuses_before_any_request(
     emulator: GcsEmulator,
     proxy: GcsProxy,
@@ -71,9 +78,13 @@ def test_the_hook_refuses_before_any_request(
     seed(bucket, {CACHE_ENTRY: 10})
     before = len(proxy.requests)
     with pytest.raises(ValueError, match=expected(param, value, problem, allowed)):
-        CompilationCacheHook().cleanup(f"gs://{bucket}/pathways-scratch/shared", **arguments(param, value))
+        CompilationCacheHook().cleanup(
+            f"gs://{bucket}/pathways-scratch/shared", CleanupCriteria(**arguments(param, value))
+        )
     with pytest.raises(ValueError, match=expected(param, value, problem, allowed)):
-        CompilationCacheHook().plan(f"gs://{bucket}/pathways-scratch/shared", **arguments(param, value))
+        CompilationCacheHook().plan(
+            f"gs://{bucket}/pathways-scratch/shared", CleanupCriteria(**arguments(param, value))
+        )
     assert proxy.requests[before:] == []
     assert set(emulator.list_objects(bucket)) == {CACHE_ENTRY}
 

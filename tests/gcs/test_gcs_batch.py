@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from airflow_provider_pathways.cache import CleanupCriteria
 from airflow_provider_pathways.cache.storage import BatchCall, encode_batch, parse_batch_response
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
@@ -62,7 +63,7 @@ def test_deletes_go_100_to_a_request_with_every_part_conditioned(
 ) -> None:
     objects = cache_objects(singles=230, pairs=20)  # 250 entries, 270 objects
     seed(bucket, objects)
-    with CompilationCacheHook().plan(f"gs://{bucket}/{SCRATCH}", older_than="1d") as plan:
+    with CompilationCacheHook().plan(f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d")) as plan:
         generations = {o.name: o.generation for entry in plan.entries() for o in entry.objects}
         report = CompilationCacheHook(max_workers=4).delete(plan)
 
@@ -84,7 +85,9 @@ def test_a_server_without_batches_gets_one_request_per_object(
     objects = cache_objects(singles=150, pairs=5)
     seed(bucket, objects)
 
-    report = CompilationCacheHook(max_workers=4).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    report = CompilationCacheHook(max_workers=4).cleanup(
+        f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d")
+    )
 
     assert emulator.list_objects(bucket) == {}
     assert (report.deleted_objects, report.deleted_entries, report.errors) == (160, 155, 0)
@@ -106,7 +109,9 @@ def test_gcp_storage_emulator_takes_the_batches_too(
         lifecycle_emulator.upload(bucket, name, b"x" * 10)
     lifecycle_emulator.upload(bucket, f"{SCRATCH}/checkpoints/step_1/state", b"keep")
 
-    report = CompilationCacheHook(max_workers=4).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="0s")
+    report = CompilationCacheHook(max_workers=4).cleanup(
+        f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="0s")
+    )
 
     assert set(lifecycle_emulator.list_objects(bucket)) == {f"{SCRATCH}/checkpoints/step_1/state"}
     assert (report.deleted_objects, report.deleted_entries, report.errors) == (116, 113, 0)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
-from airflow_provider_pathways.cache import CleanupReport
+from airflow_provider_pathways.cache import CleanupCriteria, CleanupReport
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
 from sandbox.gcs.proxy import GcsProxy
@@ -50,7 +50,7 @@ def delete_at_once(location: str, batch_size: int, proxy: GcsProxy) -> list[Clea
         CompilationCacheHook(max_workers=8, batch_size=batch_size, retry_initial_delay=0.001)
         for _ in range(2)
     ]
-    plans = [hook.plan(location, older_than="1d") for hook in hooks]
+    plans = [hook.plan(location, CleanupCriteria(older_than="1d")) for hook in hooks]
     reports: list[CleanupReport | None] = [None, None]
 
     def run(i: int) -> None:

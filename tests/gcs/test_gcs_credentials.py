@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_pathways.cache import CacheCleanupError
+from airflow_provider_pathways.cache import CacheCleanupError, CleanupCriteria
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
 from sandbox.gcs.proxy import GcsProxy
@@ -59,7 +59,9 @@ def test_missing_or_broken_credentials_give_the_fix_and_no_secret(
     for path in (write_json(tmp_path / "broken.json", broken), str(tmp_path / "missing.json")):
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
         with pytest.raises(CacheCleanupError, match="Application Default Credentials") as err:
-            CompilationCacheHook().cleanup("gs://team-bucket/pathways-scratch/shared", older_than="7d")
+            CompilationCacheHook().cleanup(
+                "gs://team-bucket/pathways-scratch/shared", CleanupCriteria(older_than="7d")
+            )
         assert SECRET not in str(err.value) and SECRET not in repr(err.value.__context__)
     assert SECRET not in caplog.text
 
@@ -80,7 +82,12 @@ def test_with_the_google_provider_the_connection_is_used(
     seed(bucket, {"pathways-scratch/shared/compilation_cache/a.binarypb": 3})  # type: ignore[operator]
     hook = CompilationCacheHook(gcp_conn_id="gcs_cache")
     assert hook.get_credentials_and_project()[1] == "p1"
-    assert hook.cleanup(f"gs://{bucket}/pathways-scratch/shared", older_than="1d").deleted_objects == 1
+    assert (
+        hook.cleanup(
+            f"gs://{bucket}/pathways-scratch/shared", CleanupCriteria(older_than="1d")
+        ).deleted_objects
+        == 1
+    )
     with pytest.raises(CacheCleanupError, match="gcp_conn_id='nope': no such Airflow connection"):
         CompilationCacheHook(gcp_conn_id="nope").get_credentials_and_project()
     assert os.environ["STORAGE_EMULATOR_HOST"] == emulator.url
@@ -121,7 +128,7 @@ def test_a_service_account_connection_signs_in_and_every_request_carries_its_tok
     seed(bucket, {f"{cache}/e{i:03d}.binarypb": 3 for i in range(150)})  # type: ignore[operator]
 
     report = CompilationCacheHook(gcp_conn_id="gcs_cleaner").cleanup(
-        f"gs://{bucket}/pathways-scratch/shared", older_than="1d"
+        f"gs://{bucket}/pathways-scratch/shared", CleanupCriteria(older_than="1d")
     )
 
     assert (report.deleted_objects, report.errors) == (150, 0)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from airflow_provider_pathways.cache import BucketNotFoundError
+from airflow_provider_pathways.cache import BucketNotFoundError, CleanupCriteria
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator, SeedObject
 from sandbox.gcs.proxy import GcsProxy
@@ -56,7 +56,7 @@ def test_only_stale_cache_entries_under_the_location_are_deleted(
     seed(bucket, {**stale, **kept_old})
     emulator.upload(bucket, f"{CACHE}/fresh.binarypb", b"new entry")
 
-    report = hook().cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    report = hook().cleanup(f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d"))
 
     assert names(emulator, bucket) == set(kept_old) | {f"{CACHE}/fresh.binarypb"}
     assert report.deleted_objects == len(stale)
@@ -80,7 +80,7 @@ def test_jax_pairs_go_whole_or_not_at_all_even_across_listing_pages(
     emulator.upload(bucket, f"{folder}/{used}-atime", b"\x00" * 8)
 
     # Pages of 3 objects: pairs straddle page boundaries.
-    report = hook(list_page_size=3).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    report = hook(list_page_size=3).cleanup(f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d"))
 
     left = names(emulator, bucket)
     orphan = f"{folder}/{jax_key('orphan_atime')}-atime"
@@ -104,12 +104,12 @@ def test_dry_run_deletes_nothing_and_reports_exactly_what_a_real_run_then_delete
     location = f"gs://{bucket}/{SCRATCH}"
     before = emulator.list_objects(bucket)
 
-    with hook().plan(location, older_than="2d") as plan:
+    with hook().plan(location, CleanupCriteria(older_than="2d")) as plan:
         planned = {obj.name for entry in plan.entries() for obj in entry.objects}
-    dry = hook().cleanup(location, older_than="2d", dry_run=True)
+    dry = hook().cleanup(location, CleanupCriteria(older_than="2d"), dry_run=True)
 
     assert emulator.list_objects(bucket) == before  # same names, same generations
-    real = hook().cleanup(location, older_than="2d")
+    real = hook().cleanup(location, CleanupCriteria(older_than="2d"))
 
     gone = set(before) - names(emulator, bucket)
     assert gone == planned
@@ -147,7 +147,7 @@ def test_an_entry_rewritten_between_plan_and_delete_is_kept(
     seed(bucket, entries)
     location = f"gs://{bucket}/{SCRATCH}"
 
-    with hook(max_workers=4, batch_size=batch_size).plan(location, older_than="1d") as plan:
+    with hook(max_workers=4, batch_size=batch_size).plan(location, CleanupCriteria(older_than="1d")) as plan:
         planned_generation = {obj.name: obj.generation for e in plan.entries() for obj in e.objects}
         # Meanwhile a job rewrites one entry, reads a JAX entry (its -atime is rewritten) and
         # recompiles another JAX entry (its -cache object is rewritten).
@@ -199,12 +199,16 @@ def test_transient_errors_are_retried_with_backoff(
     counted (a batch is sent again once, with only its refused parts)."""
     seed(bucket, {f"{CACHE}/e{i}.binarypb": 10 for i in range(20)})
     proxy.fail_deletes(503, per_object=1)
-    first = hook(max_workers=4, batch_size=batch_size).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    first = hook(max_workers=4, batch_size=batch_size).cleanup(
+        f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d")
+    )
     assert (first.deleted_objects, first.errors, first.retries) == (20, 0, retried[0])
 
     seed(bucket, {f"{CACHE}/f{i}.binarypb": 10 for i in range(10)})
     proxy.fail_deletes(429, per_object=2)
-    second = hook(max_workers=4, batch_size=batch_size).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    second = hook(max_workers=4, batch_size=batch_size).cleanup(
+        f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d")
+    )
     assert (second.deleted_objects, second.errors, second.retries) == (10, 0, retried[1])
     assert names(emulator, bucket, SCRATCH) == set()
 
@@ -217,7 +221,9 @@ def test_every_status_gcs_documents_as_retryable_is_retried(
     codes" are transient (429 and 503 above)."""
     seed(bucket, {f"{CACHE}/e{i}.binarypb": 10 for i in range(5)})
     proxy.fail_deletes(status, per_object=1)
-    report = hook(max_workers=2, batch_size=1).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    report = hook(max_workers=2, batch_size=1).cleanup(
+        f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d")
+    )
     assert (report.deleted_objects, report.errors, report.retries) == (5, 0, 5)
 
 
@@ -228,7 +234,7 @@ def test_permanent_errors_are_reported_and_stop_the_run_early(
     seed(bucket, {f"{CACHE}/e{i:04d}.binarypb": 10 for i in range(1000)})
     proxy.fail_deletes(403, per_object=10)
     report = hook(max_workers=4, batch_size=batch_size).cleanup(
-        f"gs://{bucket}/{SCRATCH}", older_than="1d", max_errors=5
+        f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d"), max_errors=5
     )
     assert report.deleted_objects == 0
     assert report.errors >= 5 and report.aborted and "max_errors=5" in report.aborted
@@ -244,7 +250,7 @@ def test_size_budget_deletes_oldest_first_and_keeps_the_newest(
         seed(bucket, {f"{CACHE}/e{day:02d}.binarypb": 1000}, updated=NOW - timedelta(days=day))
     emulator.upload(bucket, f"{CACHE}/just-written.binarypb", b"y" * 1000)
 
-    report = hook().cleanup(f"gs://{bucket}/{SCRATCH}", max_cache_bytes="3500")
+    report = hook().cleanup(f"gs://{bucket}/{SCRATCH}", CleanupCriteria(max_cache_bytes="3500"))
 
     # 11000 bytes, budget 3500: the 8 oldest go; min_age (1 h) protects the one just written.
     expected = {f"{CACHE}/e01.binarypb", f"{CACHE}/e02.binarypb", f"{CACHE}/just-written.binarypb"}
@@ -252,7 +258,7 @@ def test_size_budget_deletes_oldest_first_and_keeps_the_newest(
     assert report.deleted_objects == 8 and report.plan.kept_cache_bytes == 3000
 
     # A budget of 0 still keeps what is younger than min_age, and says so.
-    report = hook().cleanup(f"gs://{bucket}/{SCRATCH}", max_cache_bytes=0)
+    report = hook().cleanup(f"gs://{bucket}/{SCRATCH}", CleanupCriteria(max_cache_bytes=0))
     assert names(emulator, bucket) == {f"{CACHE}/just-written.binarypb"}
     assert report.plan.over_budget_bytes == 1000
 
@@ -264,10 +270,10 @@ def test_bucket_root_needs_the_explicit_flag_and_then_cleans_every_scratch_locat
     other = {"datasets/train.tfrecord": 10, "pathways-scratch/run0/output/metrics.json": 10}
     seed(bucket, {**cache, **other})
     with pytest.raises(ValueError, match="allow_bucket_root=True"):
-        hook().cleanup(f"gs://{bucket}", older_than="1d")
+        hook().cleanup(f"gs://{bucket}", CleanupCriteria(older_than="1d"))
     assert names(emulator, bucket) == set(cache) | set(other)
 
-    report = hook().cleanup(f"gs://{bucket}/", older_than="1d", allow_bucket_root=True)
+    report = hook().cleanup(f"gs://{bucket}/", CleanupCriteria(older_than="1d", allow_bucket_root=True))
     assert names(emulator, bucket) == set(other)
     assert report.deleted_objects == 3
 
@@ -298,13 +304,13 @@ def test_bad_input_fails_clearly_before_anything_is_deleted(
 ) -> None:
     seed(bucket, {f"{CACHE}/e.binarypb": 1, f"{SCRATCH}/checkpoints/a": 1})
     with pytest.raises(ValueError, match=message.replace("*", r"\*")):
-        hook().cleanup(location.format(bucket=bucket), **kwargs)  # type: ignore[arg-type]
+        hook().cleanup(location.format(bucket=bucket), CleanupCriteria(**kwargs))  # type: ignore[arg-type]
     assert names(emulator, bucket) == {f"{CACHE}/e.binarypb", f"{SCRATCH}/checkpoints/a"}
 
 
 def test_a_missing_bucket_is_named_in_the_error(emulator: GcsEmulator) -> None:
     with pytest.raises(BucketNotFoundError, match="bucket 'no-such-bucket-here' does not exist"):
-        hook().cleanup("gs://no-such-bucket-here/pathways-scratch/shared", older_than="1d")
+        hook().cleanup("gs://no-such-bucket-here/pathways-scratch/shared", CleanupCriteria(older_than="1d"))
 
 
 def test_ten_thousand_objects_are_cleaned_with_bounded_memory(emulator: GcsEmulator, bucket: str) -> None:
@@ -322,7 +328,7 @@ def test_ten_thousand_objects_are_cleaned_with_bounded_memory(emulator: GcsEmula
         gc.collect()
         tracemalloc.start()
         try:
-            report = cache_hook.cleanup(f"gs://{bucket}/{prefix}", older_than="1d")
+            report = cache_hook.cleanup(f"gs://{bucket}/{prefix}", CleanupCriteria(older_than="1d"))
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -341,7 +347,7 @@ def test_requests_never_leave_the_location(
     emulator: GcsEmulator, proxy: GcsProxy, bucket: str, seed: Seed
 ) -> None:
     seed(bucket, {f"{CACHE}/a.binarypb": 1, "pathways-scratch/shared2/compilation_cache/b.binarypb": 1})
-    hook().cleanup(f"gs://{bucket}/{SCRATCH}/", older_than="1h")
+    hook().cleanup(f"gs://{bucket}/{SCRATCH}/", CleanupCriteria(older_than="1h"))
     assert [d.name for d in proxy.deletes] == [f"{CACHE}/a.binarypb"]
     assert all(urllib.parse.unquote(d.name).startswith(f"{SCRATCH}/") for d in proxy.deletes)
 
@@ -355,7 +361,7 @@ def test_the_summary_table_counts_entries_and_objects_apart(
     objects.update({f"{SCRATCH}/jax_cache/{key}-atime": 8, f"{SCRATCH}/jax_cache/{key}-cache": 300})
     seed(bucket, objects)
 
-    table = hook().cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d").summary_table()
+    table = hook().cleanup(f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d")).summary_table()
 
     rows = {
         cells[0]: cells[1:]

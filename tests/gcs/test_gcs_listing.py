@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import pytest
 
+from airflow_provider_pathways.cache import CleanupCriteria
 from airflow_provider_pathways.cache.storage import (
     FOLDER_FIELDS,
     LIST_FIELDS,
@@ -82,7 +83,7 @@ def test_by_default_no_page_size_is_asked_and_only_the_fields_used(
     can answer more at once (this emulator: everything) do so; the answer is read as a stream."""
     seed(bucket, {f"{SCRATCH}/compilation_cache/e{i:04d}": 10 for i in range(2500)})
 
-    report = hook().cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    report = hook().cleanup(f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d"))
 
     assert (report.deleted_objects, report.plan.listed_objects) == (2500, 2500)
     (query,) = listings(proxy, bucket)  # one answer held all 2500: nothing to split
@@ -90,7 +91,7 @@ def test_by_default_no_page_size_is_asked_and_only_the_fields_used(
 
     seed(bucket, {f"{SCRATCH}/compilation_cache/f{i:04d}": 10 for i in range(20)})
     proxy.requests.clear()
-    hook(list_page_size=7).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    hook(list_page_size=7).cleanup(f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d"))
     asked = listings(proxy, bucket)
     assert asked[0] == {"fields": LIST_FIELDS, "prefix": f"{SCRATCH}/", "maxResults": "7"}
     assert len([q for q in asked if q.get("fields") == LIST_FIELDS]) == 3  # 20 objects, pages of 7
@@ -118,7 +119,7 @@ def test_a_long_listing_is_split_by_folder_and_every_object_is_listed_once(
         kept[name] = len(data)
     everything = {**kept, **stale_cache}
 
-    report = hook(list_page_size=7).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    report = hook(list_page_size=7).cleanup(f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d"))
 
     assert set(emulator.list_objects(bucket)) == set(kept)
     assert (report.deleted_objects, report.deleted_entries, report.errors) == (60, 50, 0)
@@ -150,7 +151,7 @@ def test_cache_prefixes_are_listed_at_the_same_time(
     proxy.hold_listings(3)
 
     report = hook(list_workers=3).cleanup(
-        f"gs://{bucket}/{SCRATCH}", older_than="1d", cache_prefixes=prefixes
+        f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d", cache_prefixes=prefixes)
     )
 
     assert (report.deleted_objects, report.plan.listed_objects) == (90, 90)
@@ -172,7 +173,9 @@ def test_a_listing_answer_cut_off_is_read_again_and_nothing_counts_twice(
     cut_at = whole * 1200 // 3000 if page_size is None else whole * 300 // 3000
     proxy.cut_listings(1, after_bytes=cut_at)
 
-    report = hook(list_page_size=page_size).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+    report = hook(list_page_size=page_size).cleanup(
+        f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d")
+    )
 
     assert proxy.cut_answers == 1
     assert emulator.list_objects(bucket) == {}
@@ -188,7 +191,7 @@ def test_a_listing_that_keeps_breaking_fails_clearly_and_deletes_nothing(
     seed(bucket, {f"{SCRATCH}/compilation_cache/e{i}": 10 for i in range(50)})
     proxy.cut_listings(100, after_bytes=40)
     with pytest.raises(CacheCleanupError, match=f"listing gs://{bucket}/{SCRATCH}/ failed"):
-        hook(max_attempts=3).cleanup(f"gs://{bucket}/{SCRATCH}", older_than="1d")
+        hook(max_attempts=3).cleanup(f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="1d"))
     assert proxy.cut_answers == 3
     assert len(emulator.list_objects(bucket)) == 50
 
@@ -208,7 +211,7 @@ def test_a_size_budget_picks_the_same_entries_however_the_listing_is_split(
 
     plans = []
     for kwargs in ({}, {"list_page_size": 4, "list_workers": 2}, {"list_page_size": 9, "list_workers": 1}):
-        with hook(**kwargs).plan(location, **selection) as plan:  # type: ignore[arg-type]
+        with hook(**kwargs).plan(location, CleanupCriteria(**selection)) as plan:  # type: ignore[arg-type]
             plans.append(([o.name for e in plan.entries() for o in e.objects], plan.summary.planned_digest))
 
     names, digest = plans[0]

@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import pytest
 
+from airflow_provider_pathways.cache import CleanupCriteria
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
 from tests.gcs.conftest import NOW
@@ -99,8 +100,10 @@ def test_look_alike_names_in_every_folder_leave_exactly_the_documented_survivors
     halves = {name for name in doomed if JAX_HALF.search(name)}
     location = f"gs://{bucket}/{SCRATCH}"
 
-    dry = CompilationCacheHook().cleanup(location, older_than="7d", dry_run=True, **selection)
-    report = CompilationCacheHook().cleanup(location, older_than="7d", **selection)
+    dry = CompilationCacheHook().cleanup(
+        location, CleanupCriteria(older_than="7d", **selection), dry_run=True
+    )
+    report = CompilationCacheHook().cleanup(location, CleanupCriteria(older_than="7d", **selection))
 
     assert set(emulator.list_objects(bucket)) == kept
     assert (report.deleted_objects, report.deleted_bytes, report.errors) == (
@@ -121,7 +124,7 @@ def test_the_checkpoint_file_from_the_field_report_survives(
     checkpoint = f"{SCRATCH}/checkpoints/step_100/shard-{hexkey('field')}-cache"
     seed(bucket, {checkpoint: 4096}, updated=FORTY_DAYS_AGO)
 
-    report = CompilationCacheHook().cleanup(f"gs://{bucket}/{SCRATCH}", older_than="7d")
+    report = CompilationCacheHook().cleanup(f"gs://{bucket}/{SCRATCH}", CleanupCriteria(older_than="7d"))
 
     assert set(emulator.list_objects(bucket)) == {checkpoint}
     assert (report.deleted_objects, report.plan.cache_objects, report.plan.listed_objects) == (0, 0, 1)
@@ -142,5 +145,7 @@ def test_naming_a_protected_folder_is_refused_before_any_request(
     inside = f"{SCRATCH}/checkpoints/jax_cache/jit_a-{hexkey('a')}-cache"
     seed(bucket, {inside: 1}, updated=FORTY_DAYS_AGO)
     with pytest.raises(ValueError, match=message):
-        CompilationCacheHook().cleanup(f"gs://{bucket}/{location}", older_than="7d", **selection)
+        CompilationCacheHook().cleanup(
+            f"gs://{bucket}/{location}", CleanupCriteria(older_than="7d", **selection)
+        )
     assert set(emulator.list_objects(bucket)) == {inside}
