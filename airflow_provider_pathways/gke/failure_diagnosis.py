@@ -215,9 +215,15 @@ def _data_loss(pods: Iterable[Mapping[str, Any]], log_tail: str | None, main_con
 
 
 def evicted_workload(workloads: Iterable[Mapping[str, Any]]) -> str | None:
+    """A Kueue eviction or preemption of the job's Workload, as preemption evidence. An eviction
+    for ``PodsReadyTimeout`` is not: it is Kueue's ``waitForPodsReady`` giving up on pods that did
+    not all become ready in time (kueue ``workload_types.go`` ``WorkloadEvictedByPodsReadyTimeout``),
+    nobody taking the job's capacity away."""
     for workload in workloads:
         conditions = true_conditions(workload)
         for kind in ("Evicted", "Preempted"):
+            if kind == "Evicted" and (conditions.get(kind) or {}).get("reason") == "PodsReadyTimeout":
+                continue
             if kind in conditions:
                 name = (workload.get("metadata") or {}).get("name", "?")
                 return f"Kueue workload {name} {kind.lower()} ({reason_text(conditions[kind])})"

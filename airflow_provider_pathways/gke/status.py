@@ -12,6 +12,13 @@ Rules and where they come from:
   ``Evicted`` Workload is requeued by Kueue and so queued again; a deactivated one
   (``spec.active: false``, ``RequeuingLimitExceeded``) is an infrastructure failure
   (kueue ``workload_types.go``);
+- an eviction for ``PodsReadyTimeout`` (Kueue's ``waitForPodsReady``, on by default since 0.19 with
+  a 30-minute timeout) is Kueue giving up on a start, not a preemption nor the program's failure: a
+  Workload whose every counted eviction (``status.schedulingStats.evictions``, by reason and
+  underlying cause) is a ``PodsReadyTimeout`` from ``WaitForStart`` (pods not all ready since
+  admission) never started, so its wait in the queue counts from its first queueing (the Workload's
+  creation), its time admitted without ready pods included; any other eviction may have followed a
+  run, and the wait counts from the last eviction (kueue ``workload_types.go``);
 - ``terminalState: Failed`` with no conditions and no JobSet is whatever made the JobSet create fail
   (pathways-job ``pathwaysjob_controller.go`` ``Reconcile``): a topology outside
   ``ValidTpuTopologiesMap`` or a name over 22 characters (jobset ``jobset_webhook.go``) is a refused
@@ -95,7 +102,9 @@ class PathwaysJobStatus:
     conditions: tuple[str, ...] = field(default=())
     #: The Kueue LocalQueue (``kueue.x-k8s.io/queue-name``) when the job is queued through Kueue.
     queue: str | None = None
-    #: When the job entered (or re-entered) the queue, RFC 3339; set while it is queued.
+    #: When the job's wait in the queue began, RFC 3339; set while it is queued: when it entered
+    #: (or, evicted after it ran, re-entered) the queue; for a job Kueue evicted before it ever
+    #: started (``PodsReadyTimeout``), when it was first queued.
     queued_since: str | None = None
     #: When the job was created (its ``creationTimestamp``, RFC 3339): its submission.
     created_at: str | None = None
@@ -279,6 +288,63 @@ def deactivation(workload: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+# kueue workload_types.go: the Evicted reason of waitForPodsReady's timeout, the PodsReady reasons,
+# and the deactivation's reason and underlying cause as evict.go counts them.
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
+WAIT_FOR_START = "WaitForStart"
+_RAN_REASONS = ("WaitForRecovery", "Started", "Recovered")
+_REQUEUING_LIMIT = ("Deactivated", "RequeuingLimitExceeded")
+
+
+def evictions(workload: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """The Workload's evictions as Kueue counts them (``status.schedulingStats.evictions``, by
+    reason and underlying cause: kueue ``evict.go`` ``workloadEvictionStateInc``; Kueue 0.14 on)."""
+    stats = ((workload.get("status") or {}).get("schedulingStats") or {}).get("evictions") or []
+    counted: dict[tuple[str, str], int] = {}
+    for entry in stats:
+        key = (str(entry.get("reason") or ""), str(entry.get("underlyingCause") or ""))
+        counted[key] = counted.get(key, 0) + int(entry.get("count") or 0)
+    return counted
+
+
+def never_started(workload: Mapping[str, Any]) -> bool:
+    """Kueue evicted the Workload for ``PodsReadyTimeout`` before its pods were ever all ready:
+    every eviction it counts is one from ``WaitForStart`` (pods not all ready since admission) or
+    the deactivation that ends such a series (``RequeuingLimitExceeded``), and there was one.
+    Any other eviction (a preemption, node failures, a ``WaitForRecovery`` timeout of pods that
+    had been ready) may have followed a run; a Workload without the counts (Kueue before 0.14)
+    shows no more than its last eviction."""
+    counted = evictions(workload)
+    pods_ready = find_condition(workload, "PodsReady") or {}
+    if pods_ready.get("status") == "True" or pods_ready.get("reason") in _RAN_REASONS:
+        return False
+    return counted.get((PODS_READY_TIMEOUT, WAIT_FOR_START), 0) > 0 and all(
+        key in ((PODS_READY_TIMEOUT, WAIT_FOR_START), _REQUEUING_LIMIT) for key in counted
+    )
+
+
+def _requeues(workload: Mapping[str, Any]) -> str:
+    """``requeued N times`` from ``status.requeueState`` (with the backoff's end while it lasts)."""
+    state = (workload.get("status") or {}).get("requeueState") or {}
+    count = int(state.get("count") or 0)
+    text = f"requeued {count} time{'' if count == 1 else 's'}" if count else "requeued"
+    if state.get("requeueAt"):
+        text += f" (Kueue's backoff holds it until {state['requeueAt']})"
+    return text
+
+
+def _never_started_text(workload: Mapping[str, Any]) -> str:
+    """What a deactivated Workload's evictions say when it never started (else nothing)."""
+    if not never_started(workload):
+        return ""
+    timeouts = evictions(workload)[(PODS_READY_TIMEOUT, WAIT_FOR_START)]
+    return (
+        "; the job never started: its pods were not all ready within Kueue's waitForPodsReady timeout "
+        f"after any of its admissions ({timeouts} {PODS_READY_TIMEOUT} eviction"
+        f"{'' if timeouts == 1 else 's'})"
+    )
+
+
 def queued_state(jobset: Mapping[str, Any], workload: Mapping[str, Any] | None) -> tuple[str, str | None]:
     """(message, queued since) of a JobSet Kueue has not admitted (again)."""
     created = (jobset.get("metadata") or {}).get("creationTimestamp")
@@ -286,10 +352,23 @@ def queued_state(jobset: Mapping[str, Any], workload: Mapping[str, Any] | None) 
         return "waiting for Kueue to create its Workload", created
     reserved = find_condition(workload, "QuotaReserved")
     evicted = true_conditions(workload).get("Evicted")
+    first = (workload.get("metadata") or {}).get("creationTimestamp") or created
     since = None
     if reserved is not None and reserved.get("status") != "True":
         since = reserved.get("lastTransitionTime")
-    since = since or (workload.get("metadata") or {}).get("creationTimestamp") or created
+    since = since or first
+    if evicted and evicted.get("reason") == PODS_READY_TIMEOUT:
+        again = f"{_requeues(workload)}, waiting to be admitted again"
+        if never_started(workload):  # its time admitted without ready pods was waiting too
+            return (
+                f"did not start within Kueue's waitForPodsReady timeout ({reason_text(evicted)}); {again}",
+                first,
+            )
+        return (
+            f"evicted by Kueue: its pods were not all ready within Kueue's waitForPodsReady timeout "
+            f"({reason_text(evicted)}); {again}",
+            since,
+        )
     if evicted:
         return (
             f"evicted by Kueue after it ran ({reason_text(evicted)}) and requeued; "
@@ -482,13 +561,13 @@ def summarize(
     if queue:
         workload = own_workload(workloads, jobset)
         deactivated = deactivation(workload) if workload is not None else None
-        if deactivated is not None:
+        if workload is not None and deactivated is not None:
             return PathwaysJobStatus(
                 **common,
                 phase=Phase.FAILED,
                 failure=FailureClass.INFRASTRUCTURE,
-                message=f"Kueue deactivated the workload ({reason_text(deactivated)}); it will not be "
-                "admitted again",
+                message=f"Kueue deactivated the workload ({reason_text(deactivated)})"
+                f"{_never_started_text(workload)}; it will not be admitted again",
             )
         if suspended and "Admitted" not in true_conditions(workload):
             message, since = queued_state(jobset, workload)

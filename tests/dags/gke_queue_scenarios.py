@@ -67,6 +67,28 @@ for mode, deferrable in (("deferred", True), ("polling", False)):
         )
     globals()[f"queue_timeout_{mode}"] = queue_timeout
 
+    # Kueue 0.19's waitForPodsReady (the stand-in's timeout 1 s, backoff 1 s): admitted at once, the
+    # workers never become ready, so Kueue evicts (PodsReadyTimeout) and requeues the job over and
+    # over; no single stay in the queue reaches queue_timeout, the time since its first queueing does
+    with DAG(f"gke_pods_ready_timeout_{mode}", schedule=None, start_date=START) as pods_ready_timeout:
+        operator(
+            "train",
+            f"pods-ready-timeout-{mode}",
+            queue_name="multislice-queue",
+            queue_timeout=2.5,
+            wait_timeout=60,
+            retries=0,
+            deferrable=deferrable,
+            poll_interval=0.1,
+            annotations=knobs(
+                max_ready_slices=0,
+                kueue_pods_ready_timeout_seconds=1,
+                kueue_backoff_base_seconds=1,
+                kueue_backoff_max_seconds=1,
+            ),
+        )
+    globals()[f"pods_ready_timeout_{mode}"] = pods_ready_timeout
+
     # wait_timeout (not queue_timeout) ends the wait while Kueue still holds the job; delete_on
     # without "failure" would keep a job that had started
     with DAG(f"gke_wait_timeout_queued_{mode}", schedule=None, start_date=START) as wait_timeout_queued:

@@ -449,3 +449,245 @@ def test_a_ready_wait_fails_for_a_job_that_ended_first() -> None:
     assert wait_succeeded(done, "finished") and ended_before_ready(done, "finished") is None
     running = PathwaysJobStatus(name="train", namespace=NS, phase=Phase.RUNNING, head_ready=True)
     assert wait_succeeded(running, "ready") and not wait_succeeded(running, "finished")
+
+
+# ---------------------------------------------------------------- Kueue's waitForPodsReady timeout
+# Workloads shaped as Kueue writes them (kueue workload_types.go: the Evicted, Requeued, PodsReady
+# and QuotaReserved conditions, status.requeueState, status.schedulingStats.evictions by reason and
+# underlyingCause).
+
+
+def _stamp(seconds_ago: float) -> str:
+    from datetime import datetime, timedelta, timezone
+
+    moment = datetime.now(timezone.utc) - timedelta(seconds=seconds_ago)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _kueue_workload(
+    evicted_reason: str,
+    evictions: list[tuple[str, str, int]] | None,
+    *,
+    created: str,
+    evicted_at: str,
+    requeues: int = 0,
+    requeue_at: str | None = None,
+    active: bool = True,
+) -> dict[str, Any]:
+    message = {
+        "PodsReadyTimeout": f"Exceeded the PodsReady timeout {NS}/jobset-train-1a2b3",
+        "Preempted": "Preempted to accommodate a workload (UID: x, JobUID: y) due to prioritization in "
+        "the ClusterQueue",
+        "DeactivatedDueToRequeuingLimitExceeded": "The workload is deactivated due to exceeding the "
+        "maximum number of re-queuing retries",
+    }[evicted_reason]
+
+    def cond(type_: str, status: str, reason: str, text: str, when: str = evicted_at) -> dict[str, Any]:
+        return {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": text,
+            "lastTransitionTime": when,
+        }
+
+    status: dict[str, Any] = {
+        "conditions": [
+            cond("QuotaReserved", "False", "Pending", message),
+            cond("Admitted", "False", "NoReservation", "The workload has no reservation"),
+            cond("PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded", created),
+            cond("Evicted", "True", evicted_reason, message),
+            cond("Requeued", "False" if evicted_reason != "Preempted" else "True", evicted_reason, message),
+        ]
+    }
+    if requeues:
+        status["requeueState"] = {"count": requeues, **({"requeueAt": requeue_at} if requeue_at else {})}
+    if evictions is not None:
+        status["schedulingStats"] = {
+            "evictions": [{"reason": r, "underlyingCause": c, "count": n} for r, c, n in evictions]
+        }
+    return {
+        "metadata": {
+            "name": "jobset-train-1a2b3",
+            "creationTimestamp": created,
+            "ownerReferences": [{"kind": "JobSet", "name": "train", "uid": "u1"}],
+        },
+        "spec": {"active": active, "queueName": "multislice-queue"},
+        "status": status,
+    }
+
+
+def _queued_with(workload: dict[str, Any]) -> Any:
+    from airflow_provider_pathways.gke.status import summarize
+
+    jobset = _jobset(True, [{"type": "Suspended", "status": "True"}], {QUEUE: "multislice-queue"})
+    return summarize(
+        name="train",
+        namespace=NS,
+        pathways_job=None,
+        jobset=jobset,
+        workloads=[workload],
+        expect_pathways_job=False,
+    )
+
+
+def test_a_job_evicted_before_it_ever_started_is_queued_since_its_first_queueing() -> None:
+    """Kueue 0.19's waitForPodsReady: an admitted Workload whose pods are not all ready in time is
+    evicted (workload_types.go WorkloadEvictedByPodsReadyTimeout, from WaitForStart) and requeued
+    with backoff (RequeueState). It never ran: not a preemption, not the program's failure; its
+    time admitted without ready pods was waiting, so queue_timeout counts from its first queueing."""
+    from airflow_provider_pathways.gke.status import judge_status, queue_time_left
+    from airflow_provider_pathways.reattach_rules import Verdict
+
+    created, evicted_at = _stamp(3600), _stamp(30)
+    workload = _kueue_workload(
+        "PodsReadyTimeout",
+        [("PodsReadyTimeout", "WaitForStart", 2)],
+        created=created,
+        evicted_at=evicted_at,
+        requeues=2,
+        requeue_at=_stamp(-90),
+    )
+    status = _queued_with(workload)
+    assert status.phase is Phase.QUEUED and status.failure is None and not status.terminal
+    assert status.message.startswith(
+        "did not start within Kueue's waitForPodsReady timeout (PodsReadyTimeout: Exceeded the PodsReady "
+        f"timeout {NS}/jobset-train-1a2b3); requeued 2 times (Kueue's backoff holds it until "
+    )
+    assert status.message.endswith("), waiting to be admitted again")
+    assert "after it ran" not in status.message and "preempt" not in status.message
+    assert status.queued_since == created  # the Workload's creation, not the last eviction
+    assert queue_time_left(status, 1800) == 0  # an hour since the first queueing; 30 s since eviction
+    assert judge_status(status).verdict is Verdict.ACTIVE and not judge_status(status).suspended
+    assert "queued in LocalQueue multislice-queue for 1 h 0 min" in status.progress()
+    # once the backoff is over (requeueAt cleared), still counted from the first queueing
+    del workload["status"]["requeueState"]["requeueAt"]
+    again = _queued_with(workload)
+    assert again.queued_since == created
+    assert "requeued 2 times, waiting to be admitted again" in again.message
+
+
+@pytest.mark.parametrize(
+    ("evicted_reason", "evictions", "says"),
+    [
+        # preempted after it ran: the clock starts at that eviction, as before
+        ("Preempted", [("Preempted", "", 1)], "evicted by Kueue after it ran (Preempted: "),
+        # it had run (a pod failed and the pods did not recover in time: WaitForRecovery)
+        (
+            "PodsReadyTimeout",
+            [("PodsReadyTimeout", "WaitForRecovery", 1)],
+            "evicted by Kueue: its pods were not all ready within Kueue's waitForPodsReady timeout",
+        ),
+        # evicted for PodsReadyTimeout after an earlier preemption: it may have run
+        (
+            "PodsReadyTimeout",
+            [("Preempted", "", 1), ("PodsReadyTimeout", "WaitForStart", 1)],
+            "evicted by Kueue: its pods were not all ready",
+        ),
+        # Kueue before 0.14 counts no evictions: nothing says it never ran
+        ("PodsReadyTimeout", None, "evicted by Kueue: its pods were not all ready"),
+    ],
+)
+def test_a_job_that_may_have_run_is_queued_since_its_last_eviction(
+    evicted_reason: str, evictions: list[tuple[str, str, int]] | None, says: str
+) -> None:
+    """workload_types.go: only PodsReadyTimeout evictions from WaitForStart (pods not all ready since
+    admission) say the job never ran; after any other, queue_timeout counts from the last eviction
+    (QuotaReserved False's lastTransitionTime)."""
+    from airflow_provider_pathways.gke.status import queue_time_left
+
+    evicted_at = _stamp(30)
+    status = _queued_with(
+        _kueue_workload(evicted_reason, evictions, created=_stamp(3600), evicted_at=evicted_at, requeues=1)
+    )
+    assert status.phase is Phase.QUEUED and status.failure is None
+    assert says in status.message, status.message
+    assert status.queued_since == evicted_at
+    assert queue_time_left(status, 1800) > 1700
+
+
+def test_a_deactivation_after_pods_ready_timeouts_says_the_job_never_started() -> None:
+    """workload_types.go WorkloadRequeuingLimitExceeded: after backoffLimitCount requeues Kueue
+    deactivates the Workload (spec.active false, Evicted DeactivatedDueToRequeuingLimitExceeded,
+    requeueState cleared): an infrastructure failure (retried with a fresh job)."""
+    from airflow_provider_pathways.gke.status import judge_status
+    from airflow_provider_pathways.reattach_rules import Verdict
+
+    never = _kueue_workload(
+        "DeactivatedDueToRequeuingLimitExceeded",
+        [("PodsReadyTimeout", "WaitForStart", 3), ("Deactivated", "RequeuingLimitExceeded", 1)],
+        created=_stamp(7200),
+        evicted_at=_stamp(10),
+        active=False,
+    )
+    status = _queued_with(never)
+    assert status.phase is Phase.FAILED and status.failure is FailureClass.INFRASTRUCTURE
+    assert "Kueue deactivated the workload (DeactivatedDueToRequeuingLimitExceeded: " in status.message
+    assert "the job never started: its pods were not all ready within Kueue's waitForPodsReady timeout" in (
+        status.message
+    )
+    assert "(3 PodsReadyTimeout evictions)" in status.message
+    assert judge_status(status).verdict is Verdict.FAILED
+    ran = _kueue_workload(
+        "DeactivatedDueToRequeuingLimitExceeded",
+        [("PodsReadyTimeout", "WaitForRecovery", 3), ("Deactivated", "RequeuingLimitExceeded", 1)],
+        created=_stamp(7200),
+        evicted_at=_stamp(10),
+        active=False,
+    )
+    status = _queued_with(ran)
+    assert status.failure is FailureClass.INFRASTRUCTURE and "never started" not in status.message
+
+
+def test_a_pods_ready_timeout_is_no_preemption_evidence() -> None:
+    """A failed JobSet whose Workload Kueue evicted for PodsReadyTimeout was not preempted by it
+    (workload_types.go: WorkloadEvictedByPodsReadyTimeout is waitForPodsReady giving up on a start);
+    a preemption eviction is evidence."""
+    from airflow_provider_pathways.gke.status import summarize
+
+    def failed(workload: dict[str, Any]) -> Any:
+        jobset = _jobset(False, [{"type": "Failed", "status": "True", "reason": "FailedJobs"}])
+        return summarize(
+            name="train",
+            namespace=NS,
+            pathways_job=None,
+            jobset=jobset,
+            workloads=[workload],
+            expect_pathways_job=False,
+        )
+
+    timed_out = _kueue_workload(
+        "PodsReadyTimeout",
+        [("PodsReadyTimeout", "WaitForStart", 1)],
+        created=_stamp(60),
+        evicted_at=_stamp(5),
+    )
+    assert failed(timed_out).failure is not FailureClass.PREEMPTED
+    preempted = _kueue_workload("Preempted", [("Preempted", "", 1)], created=_stamp(60), evicted_at=_stamp(5))
+    assert failed(preempted).failure is FailureClass.PREEMPTED
+
+
+def test_a_job_whose_pods_never_become_ready_is_requeued_not_failed(hook: PathwaysJobHook) -> None:
+    """The stand-in's Kueue runs waitForPodsReady (here with a 0.5 s timeout): the job is admitted,
+    its workers never become ready (max-ready-slices 0), Kueue evicts it for PodsReadyTimeout
+    (workload_types.go) and requeues it: queued, since the Workload's creation."""
+    spec = queued_spec(
+        f"q-{uuid.uuid4().hex[:6]}",
+        max_ready_slices=0,
+        kueue_pods_ready_timeout_seconds=0.5,
+        kueue_backoff_base_seconds=30,
+    )
+    hook.create_job(spec.to_pathwaysjob(), NS)
+    status = status_when(
+        hook, spec.name, lambda s: s.phase is Phase.QUEUED and "PodsReadyTimeout" in s.message, "eviction"
+    )
+    assert status.failure is None and not status.terminal
+    assert status.message.startswith(
+        "did not start within Kueue's waitForPodsReady timeout (PodsReadyTimeout"
+    )
+    assert "requeued 1 time (Kueue's backoff holds it until " in status.message
+    jobset = hook.get_object(JobKind.JOBSET.resource, spec.name, NS)
+    assert jobset is not None
+    (workload,) = hook.list_workloads(spec.name, NS, jobset)
+    assert status.queued_since == workload["metadata"]["creationTimestamp"]
+    hook.delete_job(spec.name, NS)

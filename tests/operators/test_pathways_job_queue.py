@@ -58,6 +58,30 @@ def test_queue_timeout_gives_up_and_deletes_the_queued_job(
 
 
 @pytest.mark.parametrize("mode", ["deferred", "polling"])
+def test_queue_timeout_counts_a_job_kueue_keeps_evicting_before_it_starts_from_its_first_queueing(
+    kube: Any, capfd: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """kueue workload_types.go: Kueue 0.19's waitForPodsReady evicts an admitted Workload whose pods
+    are not all ready in time (PodsReadyTimeout, from WaitForStart) and requeues it with backoff.
+    Never started, the job waited all along: queue_timeout (2.5 s) counts from its first queueing
+    and runs out although no stay in the queue lasts that long (about 1 s each: counted from the
+    last eviction, the wait would end only at wait_timeout); the task fails, not as a preemption,
+    and the job is deleted."""
+    started = time.monotonic()
+    outcome = run_dag(load_dag(DAGS, f"gke_pods_ready_timeout_{mode}"))["train"]
+    logs = capfd.readouterr().out
+    assert (outcome.state, outcome.try_number) == ("failed", 1)
+    assert "stayed queued in LocalQueue multislice-queue" in logs and "queue_timeout (2.5s)" in logs
+    assert "did not start within Kueue's waitForPodsReady timeout (PodsReadyTimeout: " in logs
+    assert "requeued 1 time" in logs  # seen queued again after an eviction, then timed out
+    assert "after it ran" not in logs and "PathwaysPreempted" not in logs and "phase suspended" not in logs
+    assert "within wait_timeout" not in logs
+    assert time.monotonic() - started < 30
+    assert stand_in_objects(kube, "pathwaysjobs", f"pods-ready-timeout-{mode}") == []
+    assert stand_in_objects(kube, "jobsets", f"pods-ready-timeout-{mode}") == []
+
+
+@pytest.mark.parametrize("mode", ["deferred", "polling"])
 def test_a_wait_that_times_out_while_queued_deletes_the_job_whatever_delete_on_says(
     kube: Any, capfd: pytest.CaptureFixture[str], mode: str
 ) -> None:

@@ -15,9 +15,24 @@ As kueue does it:
   reconciler: "Job admitted, unsuspending"); a workload that does
   not fit may preempt lower-priority admitted ones (``Evicted`` reason ``Preempted``, ``Preempted``
   reason ``InClusterQueue``), which go back to the queue;
+- ``waitForPodsReady``, on by default since Kueue 0.19 (config ``v1beta2/defaults.go``: timeout 30
+  min, ``requeuingStrategy`` backoff 60 s doubling up to 3600 s, no requeuing limit; the
+  ``kueue-pods-ready-timeout-seconds``, ``kueue-backoff-base-seconds``, ``kueue-backoff-max-seconds``
+  and ``kueue-backoff-limit-count`` knobs change them per JobSet): the Workload's ``PodsReady``
+  condition follows the JobSet's ready Jobs (``jobframework/reconciler.go``
+  ``generatePodsReadyCondition``, ``JobSet.PodsReady``: False ``WaitForStart`` until every replicated
+  job is ready since admission, then True ``Started``; False ``WaitForRecovery`` once ready then not,
+  True ``Recovered`` again); a Workload not ready within the timeout of its admission (or of losing
+  readiness) is evicted with reason ``PodsReadyTimeout`` ("Exceeded the PodsReady timeout
+  <namespace>/<workload>", ``core/workload_controller.go``), ``status.requeueState.count``
+  incremented and ``requeueAt`` set by the backoff (``workload.UpdateRequeueState``), ``Requeued``
+  False until ``requeueAt``, then True ``BackoffFinished`` and back in the queue; the eviction that
+  would exceed ``backoffLimitCount`` deactivates it instead (``triggerDeactivation``);
 - eviction (``evict`` action) suspends the JobSet with one of the real reasons (``Preempted``,
   ``PodsReadyTimeout``, ``NodeFailures``, ``ClusterQueueStopped``, or ``RequeuingLimitExceeded``, which
-  deactivates the Workload for good) and requeues it (``Requeued``);
+  deactivates the Workload for good: ``spec.active: false``, ``requeueState`` cleared) and requeues it
+  (``Requeued``); each eviction is counted in ``status.schedulingStats.evictions`` by reason and
+  underlying cause (``evict/evict.go`` ``workloadEvictionStateInc``);
 - a finished JobSet gets ``Finished`` True on its Workload, which frees its quota.
 """
 
@@ -26,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from sandbox.kube.controllers.base import Controller
@@ -41,6 +57,24 @@ COMPONENT = "kueue-admission"
 CLUSTER_QUEUE = "cluster-queue"
 PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 ADMIT_AFTER = PREFIX + "kueue-admit-after-seconds"
+PODS_READY_TIMEOUT = PREFIX + "kueue-pods-ready-timeout-seconds"
+BACKOFF_BASE = PREFIX + "kueue-backoff-base-seconds"
+BACKOFF_MAX = PREFIX + "kueue-backoff-max-seconds"
+BACKOFF_LIMIT = PREFIX + "kueue-backoff-limit-count"
+# Kueue 0.19's waitForPodsReady defaults (apis/config/v1beta2/defaults.go): enabled, a 30-minute
+# timeout (DefaultWaitForPodsReadyTimeout; recoveryTimeout defaults to it), requeuing backoff from
+# DefaultRequeuingBackoffBaseSeconds doubling up to DefaultRequeuingBackoffMaxSeconds, and
+# backoffLimitCount unset: requeued for ever.
+DEFAULT_PODS_READY_TIMEOUT = 30 * 60.0
+DEFAULT_BACKOFF_BASE = 60.0
+DEFAULT_BACKOFF_MAX = 3600.0
+DEFAULT_BACKOFF_LIMIT: int | None = None
+# workload_types.go: PodsReady condition reasons, and the messages jobframework/reconciler.go writes.
+WAIT_FOR_START, WAIT_FOR_RECOVERY = "WaitForStart", "WaitForRecovery"
+STARTED, RECOVERED = "Started", "Recovered"
+NOT_READY_MESSAGE = "Not all pods are ready or succeeded"
+RECOVERY_MESSAGE = "At least one pod has failed, waiting for recovery"
+READY_MESSAGE = "All pods reached readiness and the workload is running"
 # xpk's priority classes (kueue_config.yaml.j2) and their values.
 PRIORITIES = {"very-low": 100, "low": 250, "medium": 500, "high": 750, "very-high": 1000}
 SCHEDULE = ("schedule",)
@@ -57,7 +91,7 @@ PREEMPTION_MESSAGE = (
 )
 _EVICTION_MESSAGES = {
     "Preempted": PREEMPTION_MESSAGE,
-    "PodsReadyTimeout": "Exceeded the PodsReady timeout {namespace}/{name}",
+    "PodsReadyTimeout": "Exceeded the PodsReady timeout {namespace}/{workload}",
     "NodeFailures": "Workload was evicted as there were failed nodes: gke-tpu-pool-{slice}",
     "ClusterQueueStopped": "The ClusterQueue is stopped",
     "RequeuingLimitExceeded": (
@@ -109,6 +143,14 @@ def _true(obj: dict[str, Any] | None, type_: str) -> bool:
     )
 
 
+def _backoff_finished(conditions: list[dict[str, Any]]) -> None:
+    _set(conditions, _condition("Requeued", "True", "BackoffFinished", "The workload backoff was finished"))
+
+
+def _clear_requeue_at(status: dict[str, Any]) -> None:
+    (status.get("requeueState") or {}).pop("requeueAt", None)
+
+
 def _chips(jobset: dict[str, Any]) -> int:
     """TPU chips the JobSet's pods request (``google.com/tpu`` limits)."""
     total = 0
@@ -120,6 +162,59 @@ def _chips(jobset: dict[str, Any]) -> int:
                 per_pod += int(str(limit))
         total += int(rjob.get("replicas", 1)) * pods_per_job(rjob) * per_pod
     return total
+
+
+def _find(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    return next(
+        (c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c.get("type") == type_),
+        None,
+    )
+
+
+@dataclass(frozen=True)
+class WaitForPodsReady:
+    """Kueue's ``waitForPodsReady`` configuration, for one JobSet (its knobs, else 0.19's defaults)."""
+
+    timeout: float = DEFAULT_PODS_READY_TIMEOUT
+    backoff_base: float = DEFAULT_BACKOFF_BASE
+    backoff_max: float = DEFAULT_BACKOFF_MAX
+    backoff_limit: int | None = DEFAULT_BACKOFF_LIMIT
+
+    @classmethod
+    def of(cls, jobset: dict[str, Any]) -> WaitForPodsReady:
+        notes = (jobset.get("metadata") or {}).get("annotations") or {}
+
+        def seconds(key: str, default: float) -> float:
+            try:
+                return max(0.0, float(notes[key])) if key in notes else default
+            except ValueError:
+                return default
+
+        try:
+            limit = int(notes[BACKOFF_LIMIT]) if BACKOFF_LIMIT in notes else DEFAULT_BACKOFF_LIMIT
+        except ValueError:
+            limit = DEFAULT_BACKOFF_LIMIT
+        return cls(
+            timeout=seconds(PODS_READY_TIMEOUT, DEFAULT_PODS_READY_TIMEOUT),
+            backoff_base=seconds(BACKOFF_BASE, DEFAULT_BACKOFF_BASE),
+            backoff_max=seconds(BACKOFF_MAX, DEFAULT_BACKOFF_MAX),
+            backoff_limit=None if limit is None or limit < 0 else limit,
+        )
+
+    def backoff(self, count: int) -> float:
+        """Seconds before the ``count``-th requeue (``workload.UpdateRequeueState``: the base doubled
+        ``count - 1`` times, at most the max; Kueue's 0.0001 jitter left out)."""
+        return min(self.backoff_base * 2 ** max(count - 1, 0), self.backoff_max)
+
+
+def pods_ready(jobset: dict[str, Any]) -> bool:
+    """kueue_jobset_integration.go ``PodsReady``: every replicated job's Jobs ready or succeeded."""
+    replicas = sum(int(r.get("replicas", 1)) for r in replicated_jobs(jobset))
+    counted = sum(
+        int(s.get("ready", 0) or 0) + int(s.get("succeeded", 0) or 0)
+        for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or []
+    )
+    return replicas == counted
 
 
 def _admit_after(jobset: dict[str, Any]) -> float | None:
@@ -145,11 +240,17 @@ class KueueController(Controller):
         self.quotas: dict[str, int] = {}
         self._queued_at: dict[str, float] = {}  # workload uid -> monotonic time it (re)entered the queue
         self._held: set[str] = set()  # workload uids a test evicted without automatic re-admission
+        # waitForPodsReady clocks, monotonic, by workload uid: when it was admitted, when its pods
+        # stopped being all ready after they had been (WaitForRecovery), when its backoff ends
+        self._admitted_at: dict[str, float] = {}
+        self._unready_at: dict[str, float] = {}
+        self._requeue_at: dict[str, float] = {}
 
     def reset(self) -> None:
         super().reset()
         self.quotas.clear()
-        self._queued_at.clear()
+        for clocks in (self._queued_at, self._admitted_at, self._unready_at, self._requeue_at):
+            clocks.clear()
         self._held.clear()
 
     # -- reconcile --------------------------------------------------------------------------------
@@ -175,6 +276,8 @@ class KueueController(Controller):
             # jobframework/reconciler.go, "7. handle job is suspended": an admitted Workload's job
             # that someone else suspended is started again ("Job admitted, unsuspending")
             self._suspend(jobset, False)
+        if finished is None and (workload.get("spec") or {}).get("active", True):
+            self._wait_for_pods_ready(jobset, workload)
         if finished is not None and not _true(workload, "Finished"):
             success = finished["type"] == "Completed"
             self._write(
@@ -232,6 +335,60 @@ class KueueController(Controller):
         self._queued_at[created["metadata"]["uid"]] = time.monotonic()
         return created
 
+    # -- waitForPodsReady --------------------------------------------------------------------------
+    def _wait_for_pods_ready(self, jobset: dict[str, Any], workload: dict[str, Any]) -> None:
+        """Keep ``PodsReady`` as ``generatePodsReadyCondition`` writes it, and evict an admitted
+        Workload whose pods were not all ready in time (``admittedNotReadyWorkload``)."""
+        uid, now = workload["metadata"]["uid"], time.monotonic()
+        admitted = _true(workload, "Admitted")
+        current = _find(workload, "PodsReady")
+        reason = (current or {}).get("reason")
+        if not admitted:
+            wanted = ("False", WAIT_FOR_START, NOT_READY_MESSAGE)
+        elif pods_ready(jobset):
+            again = reason in (WAIT_FOR_RECOVERY, RECOVERED)
+            wanted = ("True", RECOVERED if again else STARTED, READY_MESSAGE)
+        elif current is not None and (current.get("status") == "True" or reason == WAIT_FOR_RECOVERY):
+            wanted = ("False", WAIT_FOR_RECOVERY, RECOVERY_MESSAGE)
+        else:
+            wanted = ("False", WAIT_FOR_START, NOT_READY_MESSAGE)
+        if current is None or (current.get("status"), reason) != wanted[:2]:
+            if wanted[1] == WAIT_FOR_RECOVERY:
+                self._unready_at[uid] = now
+            written = self._write(workload, lambda c: _set(c, _condition("PodsReady", *wanted)))
+            workload = written or workload
+        if not admitted or wanted[0] == "True":
+            return
+        if wanted[1] == WAIT_FOR_START:
+            since = self._admitted_at.setdefault(uid, now)
+        else:
+            since = self._unready_at.setdefault(uid, now)
+        settings = WaitForPodsReady.of(jobset)
+        left = since + settings.timeout - now
+        if left > 0:
+            self.enqueue_after(left + 0.01, (jobset["metadata"]["namespace"], jobset["metadata"]["name"]))
+            return
+        count = int(((workload.get("status") or {}).get("requeueState") or {}).get("count") or 0)
+        if settings.backoff_limit is not None and count + 1 > settings.backoff_limit:
+            self.evict(jobset, "RequeuingLimitExceeded", readmit="auto")  # triggerDeactivation
+        else:
+            self.evict(jobset, "PodsReadyTimeout", readmit="auto", cause=wanted[1])
+
+    def _backoff_left(self, workload: dict[str, Any], now: float) -> float:
+        """Seconds until a Workload evicted for ``PodsReadyTimeout`` may be queued again; at the end
+        of its backoff ``Requeued`` becomes True ``BackoffFinished`` and ``requeueAt`` is cleared
+        (``core/workload_controller.go``) and it re-enters the queue."""
+        uid = workload["metadata"]["uid"]
+        until = self._requeue_at.get(uid)
+        if until is None:
+            return 0.0
+        if until > now:
+            return until - now
+        self._requeue_at.pop(uid, None)
+        self._queued_at[uid] = now
+        self._write(workload, _backoff_finished, _clear_requeue_at)
+        return 0.0
+
     # -- scheduling -------------------------------------------------------------------------------
     def _owner(self, workload: dict[str, Any]) -> dict[str, Any] | None:
         for ref in workload["metadata"].get("ownerReferences") or []:
@@ -265,6 +422,10 @@ class KueueController(Controller):
             )
         )
         for workload, jobset in pending:
+            backoff = self._backoff_left(workload, now)
+            if backoff > 0:  # inadmissible until requeueAt; its QuotaReserved message stays the eviction's
+                self.enqueue_after(backoff + 0.01, SCHEDULE)
+                continue
             queue = str(workload["spec"].get("queueName", ""))
             delay = _admit_after(jobset)
             if delay is None:
@@ -349,8 +510,12 @@ class KueueController(Controller):
     def admit(self, jobset: dict[str, Any]) -> dict[str, Any] | None:
         """Reserve quota, admit the Workload and unsuspend the JobSet (Kueue's ``RunWithPodSetsInfo``)."""
         workload = self.ensure_workload(jobset)
-        self._held.discard(workload["metadata"]["uid"])
-        waited = time.monotonic() - self._queued_at.get(workload["metadata"]["uid"], time.monotonic())
+        uid = workload["metadata"]["uid"]
+        self._held.discard(uid)
+        self._admitted_at[uid] = time.monotonic()
+        self._unready_at.pop(uid, None)
+        backoff_cut = self._requeue_at.pop(uid, None) is not None  # the ``admit`` action ends a backoff
+        waited = time.monotonic() - self._queued_at.get(uid, time.monotonic())
         reserved = f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}, wait time since queued was {waited:.0f}s"
 
         def change(conditions: list[dict[str, Any]]) -> None:
@@ -363,8 +528,12 @@ class KueueController(Controller):
                         conditions,
                         _condition(type_, "False", "QuotaReserved", f"Previously: {old.get('message')}"),
                     )
+            if backoff_cut:
+                _backoff_finished(conditions)
 
         def admission(status: dict[str, Any]) -> None:
+            if backoff_cut:
+                _clear_requeue_at(status)
             status["admission"] = {
                 "clusterQueue": CLUSTER_QUEUE,
                 "podSetAssignments": [
@@ -389,10 +558,13 @@ class KueueController(Controller):
         *,
         readmit: str = "never",
         slice_index: int = 0,
+        cause: str | None = None,
     ) -> dict[str, Any] | None:
         """Evict the Workload with a Kueue reason, suspend the JobSet and requeue it.
 
         ``readmit``: ``auto`` (admit again when it fits), ``never`` (until the ``resume``/``admit`` action).
+        ``PodsReadyTimeout`` counts a requeue in ``requeueState`` and holds the Workload for its backoff
+        (``cause``: ``WaitForStart`` or ``WaitForRecovery``; by default read from ``PodsReady``).
         ``RequeuingLimitExceeded`` deactivates the Workload (``spec.active: false``) for good.
         """
         if reason not in EVICTION_REASONS:
@@ -400,10 +572,25 @@ class KueueController(Controller):
         workload = self.ensure_workload(jobset)
         md = jobset["metadata"]
         message = _EVICTION_MESSAGES[reason].format(
-            namespace=md["namespace"], name=md["name"], slice=slice_index
+            namespace=md["namespace"], workload=workload["metadata"]["name"], slice=slice_index
         )
         deactivated = reason == "RequeuingLimitExceeded"
+        timed_out = reason == "PodsReadyTimeout"
+        # workloadEvictionStateInc: evictions counted by reason and underlying cause; a deactivation
+        # by reason Deactivated with its cause (the Evicted condition's reason joins them)
+        stats_key = ("Deactivated", reason) if deactivated else (reason, "")
         evicted_reason = "DeactivatedDueToRequeuingLimitExceeded" if deactivated else reason
+        if timed_out:
+            ready = _find(workload, "PodsReady") or {}
+            ran = ready.get("status") == "True" or ready.get("reason") in (WAIT_FOR_RECOVERY, RECOVERED)
+            stats_key = (reason, cause or (WAIT_FOR_RECOVERY if ran else WAIT_FOR_START))
+        uid, now = workload["metadata"]["uid"], time.monotonic()
+        requeue = dict((workload.get("status") or {}).get("requeueState") or {})
+        if timed_out:  # workload.UpdateRequeueState
+            requeue["count"] = int(requeue.get("count") or 0) + 1
+            delay = WaitForPodsReady.of(jobset).backoff(requeue["count"])
+            requeue["requeueAt"] = rfc3339(time.time() + delay)
+            self._requeue_at[uid] = now + delay
 
         def change(conditions: list[dict[str, Any]]) -> None:
             _set(conditions, _condition("Evicted", "True", evicted_reason, message))
@@ -414,27 +601,43 @@ class KueueController(Controller):
                 conditions,
                 _condition("Admitted", "False", "NoReservation", "The workload has no reservation"),
             )
-            if deactivated:
-                _set(conditions, _condition("Requeued", "False", "RequeuingLimitExceeded", message))
+            _set(conditions, _condition("PodsReady", "False", WAIT_FOR_START, NOT_READY_MESSAGE))
+            # jobframework/reconciler.go: Requeued True only after preemption or node failures; a
+            # PodsReadyTimeout waits for its backoff (then BackoffFinished), a deactivation for good
+            if deactivated or timed_out:
+                _set(conditions, _condition("Requeued", "False", evicted_reason, message))
             else:
-                _set(conditions, _condition("Requeued", "True", reason, "Requeued after eviction"))
+                _set(conditions, _condition("Requeued", "True", reason, message))
 
-        def drop_admission(status: dict[str, Any]) -> None:
+        def status_change(status: dict[str, Any]) -> None:
             status.pop("admission", None)
+            if deactivated:
+                status.pop("requeueState", None)  # cleared on deactivation (core/workload_controller.go)
+            elif timed_out:
+                status["requeueState"] = requeue
+            evictions = status.setdefault("schedulingStats", {}).setdefault("evictions", [])
+            for entry in evictions:
+                if (entry.get("reason"), entry.get("underlyingCause")) == stats_key:
+                    entry["count"] = int(entry.get("count") or 0) + 1
+                    break
+            else:
+                evictions.append({"reason": stats_key[0], "underlyingCause": stats_key[1], "count": 1})
 
-        written = self._write(workload, change, drop_admission)
+        written = self._write(workload, change, status_change)
         if deactivated:
 
             def deactivate(obj: dict[str, Any]) -> None:
                 obj["spec"]["active"] = False
 
             self.store.mutate(WORKLOADS, md["namespace"], workload["metadata"]["name"], deactivate)
+            self._requeue_at.pop(uid, None)
         if written is not None:
             self.events.record(written, "Normal", f"EvictedDue{reason}", message, COMPONENT)
             if reason == "Preempted":
                 self.events.record(written, "Normal", "Preempted", message, COMPONENT)
-        uid = workload["metadata"]["uid"]
-        self._queued_at[uid] = time.monotonic()
+        self._queued_at[uid] = now
+        self._admitted_at.pop(uid, None)
+        self._unready_at.pop(uid, None)
         if readmit == "auto":
             self._held.discard(uid)
         else:

@@ -162,8 +162,13 @@ def test_evictions_with_the_real_reasons(
         assert workload["spec"]["active"] is False
         assert _cond(workload, "Requeued")["status"] == "False"
         assert pw_api.jobset(namespace, "ev")["spec"]["suspend"] is True
-    else:  # requeued; admitted again once the queue takes it
-        assert _cond(workload, "Requeued")["status"] == "True"
+    else:  # requeued (after its backoff for a PodsReadyTimeout); admitted again once the queue takes it
+        requeued = _cond(workload, "Requeued")
+        if reason == "PodsReadyTimeout":  # jobframework/reconciler.go: Requeued False until requeueAt
+            assert (requeued["status"], requeued["reason"]) == ("False", "PodsReadyTimeout")
+            assert workload["status"]["requeueState"]["count"] == 1
+        else:
+            assert requeued["status"] == "True"
         kube.action(namespace, "ev", "admit")
         workload = _workload(custom, namespace, jobset)
         assert (
