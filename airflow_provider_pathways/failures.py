@@ -108,8 +108,9 @@ class PathwaysWatchLost(PathwaysInfrastructureFailure):
 
 
 class PathwaysQueueTimeout(AirflowException):
-    """The job stayed queued (Kueue had not admitted it) longer than ``queue_timeout`` and was
-    deleted: no program ran. Retried as any unclassified failure is (``retries``)."""
+    """The job waited in the queue (Kueue had not admitted it, or evicted it each time before it
+    started) longer than ``queue_timeout`` and was deleted: no program ran. Retried as any
+    unclassified failure is (``retries``)."""
 
 
 class PathwaysMaxRestartsReached(PathwaysJobFailed):

@@ -431,7 +431,9 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
         which is waited for and never counts as preemption.
     :param priority_class: Kueue WorkloadPriorityClass (label ``kueue.x-k8s.io/priority-class``).
     :param queue_timeout: give up when the job has been queued this long (seconds or timedelta);
-        the queued job is deleted so that it does not start later unwatched.
+        the queued job is deleted so that it does not start later unwatched. A job Kueue evicted
+        before it ever started (``PodsReadyTimeout``) has waited since it was first queued, its
+        time admitted without ready pods included; checked while it is queued.
     :param dry_run: render and check the manifest, log it and push it to XCom
         (``submitted_manifest``), and succeed without creating anything or waiting. The namespace
         given nowhere else is read from the connection (no API call).
@@ -783,7 +785,7 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
         )
         deleted = released in (Release.DELETE, Release.GONE)
         raise PathwaysQueueTimeout(
-            f"{status.namespace}/{status.name} stayed queued in LocalQueue {status.queue} for {waited}, "
+            f"{status.namespace}/{status.name} waited in LocalQueue {status.queue} for {waited}, "
             f"longer than queue_timeout ({self.queue_timeout:g}s); the job was "
             f"{'deleted' if deleted else 'not deleted (see above) and may still start'}: {status.message}"
         )

@@ -51,7 +51,7 @@ def test_queue_timeout_gives_up_and_deletes_the_queued_job(
     outcome = run_dag(load_dag(DAGS, f"gke_queue_timeout_{mode}"))["train"]
     logs = capfd.readouterr().out
     assert outcome.state == "failed" and outcome.try_number == 1
-    assert "stayed queued in LocalQueue multislice-queue" in logs and "queue_timeout (1.5s)" in logs
+    assert "waited in LocalQueue multislice-queue" in logs and "queue_timeout (1.5s)" in logs
     assert time.monotonic() - started < 30
     assert stand_in_objects(kube, "pathwaysjobs", f"queue-timeout-{mode}") == []
     assert stand_in_objects(kube, "jobsets", f"queue-timeout-{mode}") == []
@@ -71,7 +71,7 @@ def test_queue_timeout_counts_a_job_kueue_keeps_evicting_before_it_starts_from_i
     outcome = run_dag(load_dag(DAGS, f"gke_pods_ready_timeout_{mode}"))["train"]
     logs = capfd.readouterr().out
     assert (outcome.state, outcome.try_number) == ("failed", 1)
-    assert "stayed queued in LocalQueue multislice-queue" in logs and "queue_timeout (2.5s)" in logs
+    assert "waited in LocalQueue multislice-queue" in logs and "queue_timeout (2.5s)" in logs
     assert "did not start within Kueue's waitForPodsReady timeout (PodsReadyTimeout: " in logs
     assert "requeued 1 time" in logs  # seen queued again after an eviction, then timed out
     assert "after it ran" not in logs and "PathwaysPreempted" not in logs and "phase suspended" not in logs
