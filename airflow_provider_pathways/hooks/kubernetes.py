@@ -60,13 +60,11 @@ from airflow_provider_pathways.gke.task_job import (
     release_verdict,
 )
 from airflow_provider_pathways.hooks.kubernetes_google import (
-    SHARED_CLIENTS,
-    ClientPool,
     GkeTarget,
     PathwaysAsyncKubernetesHook,
     sync_api_client,
 )
-from airflow_provider_pathways.hooks.loop_thread import LoopThread, blocking
+from airflow_provider_pathways.hooks.loop_thread import LoopShared, LoopThread, blocking
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     TRANSIENT_HTTP_STATUSES,
@@ -361,6 +359,19 @@ def _changed_on_every_delete(ref: JobRef, verdict: Release) -> RuntimeError:
     )
 
 
+@dataclass(frozen=True)
+class SharedClient:
+    """An async API client shared on one event loop, and what closes it."""
+
+    client: async_client.ApiClient
+    closer: contextlib.AsyncExitStack
+
+
+#: The async API clients of each event loop, by connection settings: one client, TLS context and
+#: connection pool for all the triggers of a triggerer that use one connection.
+SHARED_CLIENTS: LoopShared[SharedClient] = LoopShared(lambda shared: shared.closer.aclose())
+
+
 class PathwaysJobHook(KubernetesHook):
     """
     Create, follow and delete PathwaysJobs (or plain JobSets) through a Kubernetes connection.
@@ -493,12 +504,11 @@ class PathwaysJobHook(KubernetesHook):
             yield self._kept_client[1]
             return
         key = self._client_key()
-        pool = SHARED_CLIENTS.setdefault(loop, ClientPool())
-        shared = await pool.acquire(key, self.async_hook)
+        shared = await SHARED_CLIENTS.acquire(key, self._shared_client)
         try:
             yield shared.client
         finally:
-            await pool.release(key, shared)
+            await SHARED_CLIENTS.release(key, shared)
 
     async def _a_client_riding_out(
         self, stack: contextlib.AsyncExitStack, outage_tolerance: float
@@ -527,10 +537,20 @@ class PathwaysJobHook(KubernetesHook):
 
     async def _acquire_client(self, loop: asyncio.AbstractEventLoop) -> async_client.ApiClient:
         key = self._client_key()
-        pool = SHARED_CLIENTS.setdefault(loop, ClientPool())
-        shared = await pool.acquire(key, self.async_hook)
-        self.runner.at_stop(functools.partial(pool.release, key, shared))
+        shared = await SHARED_CLIENTS.acquire(key, self._shared_client)
+        self.runner.at_stop(functools.partial(SHARED_CLIENTS.release, key, shared, loop))
         return shared.client
+
+    async def _shared_client(self) -> SharedClient:
+        """A new API client for :data:`SHARED_CLIENTS`."""
+        hook = self.async_hook
+        if hook.client_configuration is None:
+            hook.client_configuration = async_client.Configuration()
+        # Every trigger holds a watch open: the shared pool must not cap connections.
+        hook.client_configuration.connection_pool_maxsize = 0
+        closer = contextlib.AsyncExitStack()
+        client = await closer.enter_async_context(hook.get_conn())
+        return SharedClient(client, closer)
 
     @contextlib.asynccontextmanager
     async def _using(

@@ -5,6 +5,9 @@ to the hook's private loop and waits (:func:`blocking`), so it also works where 
 already runs an event loop, and what the sync calls open (an HTTP session, an SSH connection, an
 API client) is kept on that loop for the next call. After a fork the thread is gone: the next call
 starts a new loop, and what the old one held is not used again.
+
+:class:`LoopShared` is the other half: what the hooks on one event loop share (a triggerer runs
+hundreds of triggers on one connection: one API client or HTTP session serves them all).
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import contextlib
 import functools
 import inspect
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 T = TypeVar("T")
 P = ParamSpec("P")
+V = TypeVar("V")
 
 
 class LoopThread:
@@ -113,3 +118,41 @@ def blocking(method: Callable[Concatenate[H, P], Coroutine[Any, Any, T]]) -> Cal
     described = inspect.cleandoc(method.__doc__ or "")
     run.__doc__ = f"Blocks until :meth:`{method.__name__}` is done.\n\n{described}"
     return run
+
+
+class LoopShared(Generic[V]):
+    """One resource per key and event loop, shared by the hooks running on that loop and counted
+    by its users; the last user's :meth:`release` closes it (``close``)."""
+
+    def __init__(self, close: Callable[[V], Awaitable[Any]]) -> None:
+        self._close = close
+        self._shared: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable, list[Any]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def acquire(self, key: Hashable, make: Callable[[], Awaitable[V]]) -> V:
+        """The running loop's resource for ``key``, made (``make``) by its first user."""
+        loop = asyncio.get_running_loop()
+        async with self._locks.setdefault(loop, asyncio.Lock()):
+            entries = self._shared.setdefault(loop, {})
+            entry = entries.get(key)
+            if entry is None:
+                entry = entries[key] = [await make(), 0]
+            entry[1] += 1
+            return entry[0]  # type: ignore[no-any-return]
+
+    async def release(self, key: Hashable, value: V, loop: asyncio.AbstractEventLoop | None = None) -> bool:
+        """Give ``value`` back (acquired on ``loop``, default the running one); closed with its last
+        user. False when it is not shared there: the caller closes it."""
+        entries = self._shared.get(loop or asyncio.get_running_loop()) or {}
+        entry = entries.get(key)
+        if entry is None or entry[0] is not value:
+            return False
+        entry[1] -= 1
+        if entry[1] == 0:
+            del entries[key]
+            await self._close(value)
+        return True

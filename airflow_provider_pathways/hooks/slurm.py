@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from airflow.providers.common.compat.sdk import BaseHook
 
-from airflow_provider_pathways.hooks.loop_thread import LoopThread, blocking
+from airflow_provider_pathways.hooks.loop_thread import LoopShared, LoopThread, blocking
 from airflow_provider_pathways.slurm.accounting import latest_attempts
 from airflow_provider_pathways.slurm.errors import SlurmAuthError, SlurmError, SlurmJobLost, is_transient
 from airflow_provider_pathways.slurm.job import SlurmJob, expand_task_ids
@@ -32,35 +32,9 @@ from airflow_provider_pathways.transient import CallRetry
 T = TypeVar("T")
 
 
-class TransportPool:
-    """The REST transports of one event loop, one per connection id, counted by the hooks using
-    them (a triggerer runs hundreds of Slurm triggers on one connection)."""
-
-    def __init__(self) -> None:
-        self.transports: dict[str, list[Any]] = {}
-
-    def acquire(self, conn_id: str, make: Callable[[], SlurmTransport]) -> SlurmTransport:
-        entry = self.transports.get(conn_id)
-        if entry is None:
-            entry = self.transports[conn_id] = [make(), 0]
-        entry[1] += 1
-        return entry[0]
-
-    def release(self, conn_id: str, transport: SlurmTransport) -> bool:
-        """Give a shared transport back; True if it was shared and others still use it."""
-        entry = self.transports.get(conn_id)
-        if entry is None or entry[0] is not transport:
-            return False
-        entry[1] -= 1
-        if entry[1] > 0:
-            return True
-        del self.transports[conn_id]
-        return False
-
-
-REST_TRANSPORTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TransportPool] = (
-    weakref.WeakKeyDictionary()
-)
+#: The REST transports of each event loop, one per connection id (one HTTP session for all the
+#: hooks on a loop: a triggerer runs hundreds of Slurm triggers on one connection).
+REST_TRANSPORTS: LoopShared[SlurmTransport] = LoopShared(lambda transport: transport.close())
 
 
 class SlurmHook(BaseHook):
@@ -159,8 +133,7 @@ class SlurmHook(BaseHook):
         if self._async_transport is not None and self._async_transport[0] is loop:
             return self._async_transport[1]  # another coroutine made it while we awaited
         if settings.transport == "rest":  # one HTTP session per connection and loop for all hooks
-            pool = REST_TRANSPORTS.setdefault(loop, TransportPool())
-            transport = pool.acquire(self.slurm_conn_id, lambda: self._make_transport(settings))
+            transport = await REST_TRANSPORTS.acquire(self.slurm_conn_id, lambda: _made(self, settings))
         else:  # an SSH server caps sessions per connection (MaxSessions): one connection per hook
             transport = self._make_transport(settings)
         self._async_transport = (loop, transport)
@@ -438,10 +411,12 @@ class SlurmHook(BaseHook):
 async def _release(loop: asyncio.AbstractEventLoop, conn_id: str, transport: SlurmTransport) -> None:
     """Give back ``transport`` of ``loop`` (a shared HTTP session closes with its last hook), or
     close it."""
-    pool = REST_TRANSPORTS.get(loop)
-    if pool is not None and pool.release(conn_id, transport):
-        return
-    await transport.close()
+    if not await REST_TRANSPORTS.release(conn_id, transport, loop):
+        await transport.close()
+
+
+async def _made(hook: SlurmHook, settings: SlurmSettings) -> SlurmTransport:
+    return hook._make_transport(settings)
 
 
 def _once(
