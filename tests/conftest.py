@@ -70,7 +70,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     _install_dags()
     _migrate_once()
-    from tests.airflow_versions import quiet_dag_test_debug_lines  # imports Airflow: after its settings
+    from tests.support.airflow_versions import (
+        quiet_dag_test_debug_lines,  # imports Airflow: after its settings
+    )
 
     quiet_dag_test_debug_lines()
 
@@ -165,7 +167,7 @@ def slurm_cluster() -> dict[str, str]:
     strict host-key checking. Returns the sandbox settings (``slurm.json``).
     """
     from sandbox.slurm.cluster import airflow_connection, start_slurm_sandbox
-    from tests.environment import require_root
+    from tests.support.environment import require_root
 
     require_root("the Slurm sandbox needs root (it installs packages and starts daemons)")
     try:
@@ -232,7 +234,7 @@ def slurm_cluster_without_accounting() -> Iterator[dict[str, str]]:
     """The sandbox cluster that keeps no accounting, behind the ``slurm_rest`` and ``slurm_ssh``
     connections for the test's length; its settings (``slurm_cli`` runs its commands)."""
     from sandbox.slurm.cluster import start_slurm_sandbox
-    from tests.environment import require_root
+    from tests.support.environment import require_root
 
     require_root("the Slurm sandbox needs root (it installs packages and starts daemons)")
     try:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.airflow_runs import load_dag, run_dag
 from tests.conftest import EXAMPLE_BUCKET
+from tests.support.airflow_runs import load_dag, run_dag
 
 pytestmark = pytest.mark.usefixtures("kube", "gcs")
 

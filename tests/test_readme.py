@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow_versions import AIRFLOW_3_DAGS
+from tests.support.airflow_versions import AIRFLOW_3_DAGS
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)

@@ -18,8 +18,8 @@ from airflow.providers.common.compat.sdk import BaseOperator
 
 from airflow_provider_pathways.operators.template_values import unrendered
 from airflow_provider_pathways.provider_info import get_provider_info
-from tests.airflow_runs import load_dag, run_dag
-from tests.kube_jobs import stand_in_objects
+from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.kube_jobs import stand_in_objects
 
 DAGS = "template_field_scenarios.py"
 DAG_IDS = ("xcomarg_gke", "xcomarg_cache", "xcomarg_cache_lifecycle", "xcomarg_slurm")

@@ -20,7 +20,7 @@ from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
 from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
 from tests.dags.fast_retry import fast_retry
-from tests.kube_jobs import wait_for
+from tests.support.kube_jobs import wait_for
 
 CONN = "gke_sandbox"
 KNOB = "sandbox.pathways.dev/"

@@ -483,7 +483,7 @@ with dag("slurm_slice_lost_polling") as slice_lost_polling:
     slice_lost(False)
 
 
-# Try 1's submission reaches slurmrestd but its answer is lost (tests/lost_answer.py): try 1 fails
+# Try 1's submission reaches slurmrestd but its answer is lost (tests/support/lost_answer.py): try 1 fails
 # without the job's id; try 2 must follow that job, not submit a second one. No retries in the DAG:
 # the preemption budget's policy retries it (a lost answer is a lost watch, not an unclassified
 # error). With retries=0 the last try cancels the job it could not name.

@@ -28,9 +28,9 @@ from tests.deployment.clusters import KubeCluster, SlurmCluster
 from tests.deployment.harness import Airflow, TaskOutcome
 from tests.deployment.scenarios import Runner, Stage
 from tests.deployment.steps import namespace
-from tests.environment import require_root
-from tests.statsd_server import StatsdListener
-from tests.tcp_gate import Gate
+from tests.support.environment import require_root
+from tests.support.statsd_server import StatsdListener
+from tests.support.tcp_gate import Gate
 
 HERE = Path(__file__).resolve().parent
 DAG_FILES = sorted((HERE / "dags").glob("*.py"))

@@ -21,7 +21,7 @@ from typing import Any
 
 from tests.deployment.clusters import KubeCluster, SlurmCluster
 from tests.deployment.harness import Airflow, ConditionTimeout
-from tests.tcp_gate import Gate
+from tests.support.tcp_gate import Gate
 
 
 @dataclass
@@ -126,7 +126,7 @@ class Stage:
     google: Any = None
     #: The GCS emulator (``sandbox.gcs.launcher.GcsEmulator``) the deployment reaches, if any.
     gcs: Any = None
-    #: The StatsD server (``tests.statsd_server.StatsdListener``) the deployment's metrics go to.
+    #: The StatsD server (``tests.support.statsd_server.StatsdListener``) the deployment's metrics go to.
     statsd: Any = None
     outage_seconds: float = 20.0
     drills: dict[str, Rendezvous] = field(default_factory=dict)

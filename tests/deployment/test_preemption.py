@@ -113,7 +113,7 @@ def test_the_timeline_tab_draws_each_try_and_the_preemption(seen: TaskOutcome, s
     tab lists the view, and the view draws both tries, the first marked preempted."""
     from playwright.sync_api import sync_playwright
 
-    from tests.environment import require
+    from tests.support.environment import require
     from tests.ui.support import CHROMIUM, CHROMIUM_ARGS, Screenshots
 
     require(CHROMIUM.exists(), f"{CHROMIUM} is missing: run sandbox/ui/install.sh (make test does)")

@@ -15,7 +15,7 @@ from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from airflow_provider_pathways.operators.gcs import CleanupCompilationCacheOperator
 from sandbox.gcs.launcher import GcsEmulator
 from sandbox.gcs.proxy import GcsProxy
-from tests.airflow_runs import load_dag, run_dag
+from tests.support.airflow_runs import load_dag, run_dag
 
 pytestmark = pytest.mark.gcs
 

@@ -13,8 +13,8 @@ from airflow_provider_pathways.cache import CacheCleanupError, CleanupCriteria
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
 from sandbox.gcs.proxy import GcsProxy
-from tests.environment import require
 from tests.gcs.conftest import TokenServer
+from tests.support.environment import require
 
 HAS_GOOGLE_PROVIDER = importlib.util.find_spec("airflow.providers.google") is not None
 NEEDS_GOOGLE_PROVIDER = "needs apache-airflow-providers-google (the test extra has it)"

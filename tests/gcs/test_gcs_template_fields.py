@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from sandbox.gcs.launcher import SeedObject
-from tests.airflow_runs import load_dag, run_dag
 from tests.dags.template_field_scenarios import CACHE_BUCKET
 from tests.gcs.conftest import OLD
+from tests.support.airflow_runs import load_dag, run_dag
 
 pytestmark = pytest.mark.gcs
 DAGS = "template_field_scenarios.py"

@@ -23,8 +23,8 @@ from airflow_provider_pathways.cache import (
     parse_size,
     scratch_location_for_bucket,
 )
-from tests.airflow_versions import AIRFLOW_3_DAGS
 from tests.conftest import REPO_ROOT
+from tests.support.airflow_versions import AIRFLOW_3_DAGS
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 HEX = hashlib.sha256(b"k").hexdigest()

@@ -24,8 +24,8 @@ from airflow_provider_pathways.gke.objects import (
 from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.hooks import kubernetes as kubernetes_hook
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-from tests.airflow_versions import AIRFLOW_V_3_0_PLUS
-from tests.kube_jobs import CONN, new_spec, wait_for
+from tests.support.airflow_versions import AIRFLOW_V_3_0_PLUS
+from tests.support.kube_jobs import CONN, new_spec, wait_for
 
 pytestmark = pytest.mark.usefixtures("kube")
 NS = "hook-tests"

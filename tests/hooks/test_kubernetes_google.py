@@ -21,10 +21,10 @@ from airflow_provider_pathways.hooks.kubernetes import CredentialsRefused, Pathw
 from airflow_provider_pathways.hooks.kubernetes_google import GkeConnectionError
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 from sandbox.kube.launcher import KubeStandin, start_kube_standin
-from tests.airflow_runs import load_dag, run_dag
-from tests.airflow_versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_1_PLUS, TASK_LOG_IN_OUTPUT
 from tests.dags.gke_google_scenarios import refused_namespace, refused_sensor_namespace
-from tests.kube_jobs import act_when, async_wait_for, new_spec, stand_in_objects
+from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.airflow_versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_1_PLUS, TASK_LOG_IN_OUTPUT
+from tests.support.kube_jobs import act_when, async_wait_for, new_spec, stand_in_objects
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

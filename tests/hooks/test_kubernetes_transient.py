@@ -18,7 +18,7 @@ from airflow_provider_pathways.gke.objects import PATHWAYS_JOB
 from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.transient import OutageTooLong
-from tests.kube_jobs import CONN, new_spec
+from tests.support.kube_jobs import CONN, new_spec
 
 pytestmark = pytest.mark.usefixtures("kube")
 NS = "transient-tests"

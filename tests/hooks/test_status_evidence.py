@@ -14,7 +14,7 @@ from airflow_provider_pathways.failures import FailureClass
 from airflow_provider_pathways.gke.objects import JobKind, StatusOptions, kueue_workload_name
 from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-from tests.kube_jobs import CONN, KNOB, new_spec, wait_for
+from tests.support.kube_jobs import CONN, KNOB, new_spec, wait_for
 
 pytestmark = pytest.mark.usefixtures("kube")
 NS = "evidence-tests"

@@ -11,11 +11,11 @@ import pytest
 
 from airflow_provider_pathways.failures import PathwaysPreempted, PathwaysQueueTimeout
 from airflow_provider_pathways.notifications.failure import failure_kind
-from tests.airflow_runs import load_dag, run_dag
-from tests.airflow_versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 from tests.dags.gke_notified import NOTICES_ENV
-from tests.kube_jobs import act_when
 from tests.operators.test_pathways_job import running_jobset
+from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.airflow_versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
+from tests.support.kube_jobs import act_when
 
 DAGS = "gke_notified.py"
 #: dag.test() of Airflow 3.0 to 3.2 runs the failure callbacks without the try's exception in their

@@ -27,8 +27,8 @@ from airflow.providers.common.compat.sdk import AirflowTaskTimeout
 from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS
 
 from airflow_provider_pathways.gke.task_job import safe_label_value
-from tests.airflow_runs import load_dag
-from tests.kube_jobs import stand_in_objects
+from tests.support.airflow_runs import load_dag
+from tests.support.kube_jobs import stand_in_objects
 
 DAGS = "gke_scenarios.py"
 AIRFLOW_2 = pytest.mark.skipif(AIRFLOW_V_3_0_PLUS, reason="Airflow 2's deferral and resumption")

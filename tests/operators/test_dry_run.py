@@ -18,9 +18,9 @@ import yaml
 
 from airflow_provider_pathways.gke.objects import JobKind
 from sandbox.kube.validation import pathwaysjob_schema
-from tests.airflow_runs import load_dag, run_dag
-from tests.airflow_versions import TASK_LOG_IN_OUTPUT
-from tests.kube_jobs import stand_in_objects
+from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.airflow_versions import TASK_LOG_IN_OUTPUT
+from tests.support.kube_jobs import stand_in_objects
 
 pytestmark = pytest.mark.versioned  # task logs and the secrets masker differ per Airflow version
 DAGS = "dry_run_scenarios.py"

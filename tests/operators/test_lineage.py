@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # the task states go to a file: the OpenLineage listener's threads log to stdout meanwhile
 RUN_DAG = """
 import json, pathlib, sys
-from tests.airflow_runs import load_dag, run_dag
+from tests.support.airflow_runs import load_dag, run_dag
 outcome = run_dag(load_dag(sys.argv[1], sys.argv[2]))
 pathlib.Path(sys.argv[3]).write_text(json.dumps({task: o.state for task, o in outcome.items()}))
 """

@@ -15,11 +15,11 @@ import pytest
 from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 
 from airflow_provider_pathways import metrics
-from tests.airflow_runs import load_dag, run_dag
-from tests.airflow_versions import RETRY_AFTER_DEFERRAL, TASK_LOG_IN_OUTPUT
-from tests.kube_jobs import act_when, stand_in_objects
 from tests.operators.test_pathways_job import running_jobset
-from tests.statsd_server import StatsdListener, reset_airflow_stats
+from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.airflow_versions import RETRY_AFTER_DEFERRAL, TASK_LOG_IN_OUTPUT
+from tests.support.kube_jobs import act_when, stand_in_objects
+from tests.support.statsd_server import StatsdListener, reset_airflow_stats
 
 pytestmark = pytest.mark.usefixtures("kube")
 

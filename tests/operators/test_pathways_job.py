@@ -9,14 +9,14 @@ import pytest
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.gke.task_job import followed_by_try
-from tests.airflow_runs import load_dag, run_dag
-from tests.airflow_versions import (
+from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.airflow_versions import (
     DEFERRED_EXECUTION_TIMEOUT,
     EXECUTION_TIMEOUT,
     RETRY_AFTER_DEFERRAL,
     TASK_LOG_IN_OUTPUT,
 )
-from tests.kube_jobs import act_when, stand_in_objects
+from tests.support.kube_jobs import act_when, stand_in_objects
 
 DAGS = "gke_scenarios.py"
 pytestmark = pytest.mark.usefixtures("kube")
@@ -327,7 +327,7 @@ def test_a_deferred_try_past_its_execution_timeout_applies_the_failure_policy(
 
 
 def test_invalid_specs_fail_before_anything_is_sent(kube: Any, capfd: pytest.CaptureFixture[str]) -> None:
-    from tests.airflow_runs import _module
+    from tests.support.airflow_runs import _module
 
     cases = _module(DAGS).INVALID_SPECS
     assert len(cases) >= 20

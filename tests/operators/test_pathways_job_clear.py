@@ -11,10 +11,10 @@ import pytest
 from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.gke.task_job import JobRef, airflow_labels
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
-from tests.airflow_versions import AIRFLOW_V_3_3_PLUS, TASK_LOG_IN_OUTPUT
-from tests.kube_jobs import CONN, act_when, new_spec, stand_in_objects
 from tests.operators.test_pathways_job import creates, running_jobset
+from tests.support.airflow_runs import clear_and_rerun, load_dag, run_dag
+from tests.support.airflow_versions import AIRFLOW_V_3_3_PLUS, TASK_LOG_IN_OUTPUT
+from tests.support.kube_jobs import CONN, act_when, new_spec, stand_in_objects
 
 DAGS = "gke_scenarios.py"
 pytestmark = pytest.mark.usefixtures("kube")

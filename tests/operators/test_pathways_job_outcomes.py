@@ -10,9 +10,9 @@ import pytest
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.gke.task_job import RELEASE_ATTEMPTS
-from tests.airflow_runs import load_dag, run_dag
-from tests.kube_jobs import CONN, act_when, stand_in_objects
 from tests.operators.test_pathways_job import running_jobset
+from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.kube_jobs import CONN, act_when, stand_in_objects
 
 DAGS = "gke_scenarios.py"
 pytestmark = pytest.mark.usefixtures("kube")

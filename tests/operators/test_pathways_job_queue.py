@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.airflow_runs import load_dag, run_dag
-from tests.kube_jobs import act_when, stand_in_objects
+from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.kube_jobs import act_when, stand_in_objects
 
 DAGS = "gke_queue_scenarios.py"
 pytestmark = pytest.mark.usefixtures("kube")

@@ -23,11 +23,11 @@ from airflow_provider_pathways.operators.slurm import (
     PathwaysSlurmServiceOperator,
     SlurmJobOperator,
 )
-from tests.airflow_runs import clear_and_rerun, load_dag, run_dag
-from tests.airflow_versions import TASK_LOG_IN_OUTPUT
-from tests.lost_answer import LosingRelay
 from tests.slurm.conftest import Sandbox, wait_for
-from tests.slurm_scripts import (
+from tests.support.airflow_runs import clear_and_rerun, load_dag, run_dag
+from tests.support.airflow_versions import TASK_LOG_IN_OUTPUT
+from tests.support.lost_answer import LosingRelay
+from tests.support.slurm_scripts import (
     copy_service_scripts,
     logged_proxy,
     start_service,
@@ -665,7 +665,7 @@ def _run_losing_the_submission_answer(
     slurm_cluster: dict[str, str], monkeypatch: pytest.MonkeyPatch, dag_id: str, name: str
 ) -> tuple[Any, list[bool]]:
     """Run ``dag_id`` over slurmrestd through a relay that loses the answer to the first job
-    submission (tests/lost_answer.py): the outcome, and per submission whether it was answered."""
+    submission (tests/support/lost_answer.py): the outcome, and per submission whether it was answered."""
     rest = json.loads(os.environ["AIRFLOW_CONN_SLURM_REST"])
     with LosingRelay(rest["host"], int(rest["port"])) as relay:
         relay.drop("/job/submit")

@@ -13,7 +13,7 @@ import pytest
 
 from airflow_provider_pathways.failures import PathwaysOutcomeUnknown
 from airflow_provider_pathways.operators.slurm import PathwaysSlurmServiceOperator, SlurmJobOperator
-from tests.airflow_versions import AIRFLOW_V_3_3_PLUS
+from tests.support.airflow_versions import AIRFLOW_V_3_3_PLUS
 
 LOST = "Slurm forgot the job and accounting has no record of it"
 

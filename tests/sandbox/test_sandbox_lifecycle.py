@@ -26,7 +26,7 @@ from sandbox import processes, registry
 from sandbox.gcs.launcher import start_gcs_emulator
 from sandbox.kube.launcher import ensure_kube_standin
 from sandbox.slurm.cluster import VERSIONS, slurm_cli, start_slurm_sandbox
-from tests.environment import require_debian, require_root
+from tests.support.environment import require_debian, require_root
 
 pytestmark = pytest.mark.slurm
 

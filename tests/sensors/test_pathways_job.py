@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.airflow_runs import load_dag, run_dag
+from tests.support.airflow_runs import load_dag, run_dag
 
 pytestmark = pytest.mark.usefixtures("kube")
 
@@ -36,7 +36,7 @@ def test_a_preempted_job_fails_the_sensor_as_a_preemption(kube: Any) -> None:
     from airflow_provider_pathways.failures import PathwaysPreempted
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
     from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
-    from tests.kube_jobs import CONN, new_spec, wait_for
+    from tests.support.kube_jobs import CONN, new_spec, wait_for
 
     namespace = "sensor-preempted"
     hook = PathwaysJobHook(kubernetes_conn_id=CONN)
@@ -61,7 +61,7 @@ def test_a_dead_job_fails_the_sensor_without_retries_and_rerunning_its_group_rec
     clearing it does) makes the job again under its name and the sensor then succeeds."""
     import pendulum
 
-    from tests.kube_jobs import act_when, stand_in_objects
+    from tests.support.kube_jobs import act_when, stand_in_objects
 
     dag = load_dag("gke_scenarios.py", "gke_headless_group")
     when = pendulum.datetime(2026, 3, 1, tz="UTC")
@@ -104,7 +104,7 @@ def test_a_dead_job_fails_the_sensor_without_retries_and_rerunning_its_group_rec
 
 def _running_slice(kube: Any, namespace: str) -> str | None:
     """The name of the job in ``namespace`` once one of its slices is ready."""
-    from tests.kube_jobs import stand_in_objects
+    from tests.support.kube_jobs import stand_in_objects
 
     for js in stand_in_objects(kube, "jobsets", namespace):
         for rjob in (js.get("status") or {}).get("replicatedJobsStatus") or []:
@@ -114,7 +114,7 @@ def _running_slice(kube: Any, namespace: str) -> str | None:
 
 
 def test_mapped_sensors_each_wait_for_their_own_job_deferred_and_polling(kube: Any) -> None:
-    from tests.kube_jobs import stand_in_objects
+    from tests.support.kube_jobs import stand_in_objects
 
     outcomes = run_dag(load_dag("gke_scenarios.py", "gke_mapped_headless"))
     for mode in ("deferred", "polling"):

@@ -12,7 +12,13 @@ from airflow_provider_pathways.failures import PathwaysInfrastructureFailure, Pa
 from airflow_provider_pathways.hooks.slurm import SlurmHook
 from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
 from tests.slurm.conftest import wait_for
-from tests.slurm_scripts import copy_service_scripts, logged_array, proxy_banner, start_service, stop_service
+from tests.support.slurm_scripts import (
+    copy_service_scripts,
+    logged_array,
+    proxy_banner,
+    start_service,
+    stop_service,
+)
 
 pytestmark = pytest.mark.slurm
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from sandbox.slurm.cluster import VERSIONS, slurm_cli, start_slurm_sandbox
-from tests.environment import require_debian, require_root
+from tests.support.environment import require_debian, require_root
 
 TRANSPORTS = ("rest", "ssh")
 CONN_IDS = {"rest": "pathways_slurm_test_rest", "ssh": "pathways_slurm_test_ssh"}

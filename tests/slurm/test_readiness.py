@@ -19,8 +19,8 @@ from airflow_provider_pathways.hooks.slurm import SlurmHook
 from airflow_provider_pathways.operators.slurm import CancelSlurmJobOperator
 from airflow_provider_pathways.slurm.service import ServiceProbe, service_worker_arrays
 from tests.slurm.conftest import CONN_IDS, Sandbox, wait_for
-from tests.slurm_isolated import claim_isolated_node
-from tests.slurm_scripts import (
+from tests.support.slurm_isolated import claim_isolated_node
+from tests.support.slurm_scripts import (
     SHARED_CLUSTER_ENV,
     check,
     copy_service_scripts,

@@ -24,8 +24,8 @@ from airflow_provider_pathways.slurm.end_states import JobOutcome, job_outcome
 from airflow_provider_pathways.slurm.errors import SlurmAuthError, SlurmConnectionError, SlurmHostKeyError
 from airflow_provider_pathways.slurm.job import SlurmJob
 from tests.slurm.conftest import CONN_IDS, Sandbox, wait_for
-from tests.slurm_isolated import claim_isolated_node
-from tests.tcp_gate import Gate
+from tests.support.slurm_isolated import claim_isolated_node
+from tests.support.tcp_gate import Gate
 
 pytestmark = pytest.mark.slurm
 

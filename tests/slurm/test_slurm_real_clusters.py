@@ -23,7 +23,7 @@ from airflow_provider_pathways.slurm.end_states import JobOutcome, job_outcome
 from airflow_provider_pathways.slurm.errors import SlurmApiError, SlurmCommandError, SlurmJobLost
 from airflow_provider_pathways.slurm.job import SlurmJob
 from tests.slurm.conftest import CONN_IDS, TRANSPORTS, Sandbox, wait_for
-from tests.slurm_isolated import IsolatedNode, claim_isolated_node
+from tests.support.slurm_isolated import IsolatedNode, claim_isolated_node
 
 pytestmark = pytest.mark.slurm
 

@@ -37,7 +37,7 @@ SLURM_FAULTS = (
     "triggerer_stop",  # SIGSTOP that triggerer for a while, then SIGCONT
     "outage",  # the gate of the run's transport (slurmrestd or sshd) is closed for a while
     # the answer to the run's first submission through slurmrestd is lost (the relay of
-    # tests/lost_answer.py, by the run's job names; armed before the run starts); REST runs only
+    # tests/support/lost_answer.py, by the run's job names; armed before the run starts); REST runs only
     "lost_answer",
     "preempt",  # ``scontrol requeue`` of the running job, as a preemption in REQUEUE mode does
     "fail_program",  # the running program exits 1, or kills itself with SIGTERM

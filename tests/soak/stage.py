@@ -21,9 +21,9 @@ from sandbox.kube.launcher import LOG_FILE as KUBE_LOG_FILE
 from tests.deployment.clusters import SlurmCluster
 from tests.deployment.conftest import _gated_kubeconfig, _slurm_connections
 from tests.deployment.harness import Airflow
-from tests.lost_answer import LosingRelay
 from tests.soak.records import KubeRecords, SlurmRecords
-from tests.tcp_gate import Gate
+from tests.support.lost_answer import LosingRelay
+from tests.support.tcp_gate import Gate
 
 HERE = Path(__file__).resolve().parent
 GKE_DAGS = HERE / "dags" / "soak_gke.py"

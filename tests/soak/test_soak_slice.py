@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.environment import require_root
+from tests.support.environment import require_root
 
 pytestmark = [pytest.mark.service]
 

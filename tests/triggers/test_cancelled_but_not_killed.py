@@ -25,7 +25,7 @@ from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.triggers import killable
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
-from tests.kube_jobs import CONN, new_spec
+from tests.support.kube_jobs import CONN, new_spec
 from tests.triggers.killing import kill_as_the_triggerer_does
 
 NS = "cancelled-not-killed"

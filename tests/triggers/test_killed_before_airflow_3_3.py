@@ -20,7 +20,7 @@ from airflow_provider_pathways.airflow_features import TRIGGER_ON_KILL
 from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
-from tests.kube_jobs import CONN, new_spec
+from tests.support.kube_jobs import CONN, new_spec
 
 NS = "legacy-kill"
 pytestmark = pytest.mark.usefixtures("kube")

@@ -13,7 +13,7 @@ from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind, parse_t
 from airflow_provider_pathways.gke.task_job import JobRef, airflow_labels
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
-from tests.kube_jobs import CONN, new_spec, wait_for
+from tests.support.kube_jobs import CONN, new_spec, wait_for
 from tests.triggers.killing import kill_as_the_triggerer_does
 
 NS = "trigger-tests"

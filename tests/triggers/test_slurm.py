@@ -19,7 +19,7 @@ from airflow_provider_pathways.slurm.service import (
 )
 from airflow_provider_pathways.triggers.slurm import PathwaysClusterEnvTrigger, SlurmJobTrigger
 from sandbox.slurm.cluster import slurm_cli
-from tests import slurm_scripts
+from tests.support import slurm_scripts
 from tests.triggers.killing import kill_as_the_triggerer_does
 
 TRANSPORTS = ["slurm_rest", "slurm_ssh"]

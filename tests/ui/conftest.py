@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from sandbox import registry
-from tests.environment import require
+from tests.support.environment import require
 from tests.ui.support import (
     CHROMIUM,
     CHROMIUM_ARGS,

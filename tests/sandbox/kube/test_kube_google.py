@@ -114,7 +114,7 @@ def test_clusters_get_answers_the_cluster_resource_to_signed_in_callers_only(
 def test_a_token_is_taken_for_its_lifetime_only(tmp_path: Path) -> None:
     from google.auth.transport.requests import Request
 
-    from tests.kube_jobs import wait_for
+    from tests.support.kube_jobs import wait_for
 
     with start_kube_standin(
         tmp_path, extra_args=("--google", "--no-controllers", "--token-lifetime", "2")

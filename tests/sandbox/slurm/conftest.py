@@ -16,7 +16,7 @@ import pytest
 from slurm_sandbox_helpers import REPO_ROOT, UP_SCRIPT, SlurmSandbox
 
 from sandbox import registry
-from tests.environment import require_debian, require_root
+from tests.support.environment import require_debian, require_root
 
 
 @pytest.fixture(scope="session")

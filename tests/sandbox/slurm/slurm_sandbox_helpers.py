@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.environment import require_module
+from tests.support.environment import require_module
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SANDBOX_DIR = REPO_ROOT / "sandbox" / "slurm"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from slurm_sandbox_helpers import UP_SCRIPT, SlurmSandbox, ssh_run, wait_for
 
-from tests.environment import require_module
-from tests.slurm_isolated import claim_isolated_node
+from tests.support.environment import require_module
+from tests.support.slurm_isolated import claim_isolated_node
 
 pytestmark = pytest.mark.slurm
 

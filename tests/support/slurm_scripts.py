@@ -22,7 +22,7 @@ from airflow_provider_pathways.slurm.service import (
     may_be_service,
 )
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "sandbox" / "slurm" / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "sandbox" / "slurm" / "scripts"
 SHARED_CLUSTER_ENV = "~/pathways/cluster.env"  # where the published script always writes
 
 
