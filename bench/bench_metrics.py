@@ -48,7 +48,7 @@ def set_metrics(on: bool, port: int) -> None:
     os.environ["AIRFLOW__METRICS__STATSD_PORT"] = str(port)
     os.environ["AIRFLOW__METRICS__STATSD_PREFIX"] = PREFIX
     os.environ["AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED"] = "True"
-    from tests.statsd_server import reset_airflow_stats
+    from tests.support.statsd_server import reset_airflow_stats
 
     reset_airflow_stats()
     # A triggerer builds its StatsD client once, at its first metric: built here, outside the
@@ -107,7 +107,7 @@ def main() -> None:
     logging.getLogger("airflow_provider_pathways").setLevel(logging.WARNING)
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
     from sandbox.kube.launcher import start_kube_standin
-    from tests.statsd_server import StatsdListener
+    from tests.support.statsd_server import StatsdListener
 
     listener = StatsdListener()
     per_wait: dict[bool, list[float]] = {False: [], True: []}
