@@ -134,6 +134,9 @@ class SlurmHook(BaseHook):
             return self._async_transport[1]  # another coroutine made it while we awaited
         if settings.transport == "rest":  # one HTTP session per connection and loop for all hooks
             transport = await REST_TRANSPORTS.acquire(self.slurm_conn_id, lambda: _made(self, settings))
+            if self._async_transport is not None and self._async_transport[0] is loop:
+                await REST_TRANSPORTS.release(self.slurm_conn_id, transport)  # another coroutine's won
+                return self._async_transport[1]
         else:  # an SSH server caps sessions per connection (MaxSessions): one connection per hook
             transport = self._make_transport(settings)
         self._async_transport = (loop, transport)
