@@ -540,18 +540,31 @@ class Airflow:
             map_index,
         )
 
-    def mark_task_failed(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> None:
+    def mark_task_failed(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int = -1,
+        *,
+        only_while: frozenset[str] | None = None,
+    ) -> bool:
         """Set the task instance's state to failed through the API, as a user in the UI does.
 
         Not while a triggerer is being killed: a deferred task is marked failed while a live
         triggerer runs its trigger, and no triggerer is killed until that triggerer has taken in the
         user's action (a user acting while no triggerer holds the trigger is another story). Before
         Airflow 3.3 the triggerer logs nothing when it takes it in: the caller waits for its effect.
+        ``only_while``: only if the task instance is still in one of these states once it may be
+        marked (it may have ended while the marking waited); whether it was marked.
         """
         with self._triggerer_lock:
             deferred = self.task_instance(dag_id, run_id, task_id, map_index)["state"] == "deferred"
             if deferred:
                 self.wait_trigger_held(dag_id, run_id, task_id, map_index)
+            state = self.task_instance(dag_id, run_id, task_id, map_index)["state"]
+            if only_while is not None and state not in only_while:
+                return False
             ref = RunRef(dag_id, run_id)
             suffix = f"/{map_index}" if map_index >= 0 else ""
             try_number = self.task_instance(dag_id, run_id, task_id, map_index)["try_number"]
@@ -571,6 +584,7 @@ class Airflow:
                         map_index,
                         until_finished=False,
                     )
+        return True
 
     def clear(
         self, dag_id: str, run_id: str, task_id: str, states: tuple[str, ...] = ("success", "failed")

@@ -251,11 +251,19 @@ class Injector:
         if ti["state"] not in ACTIVE_TI:
             raise Missed(f"task {ti['state']}")
         dag = fault.dag or plan.dag_id
+        # the user acts on a task still under way: one that ended while the action waited for
+        # its turn (a triggerer fault under way) is another story (a succeeded setup marked
+        # failed, say, whose teardown Airflow then skips)
         if state == "failed":
-            airflow.mark_task_failed(dag, plan.run_id, fault.task, fault.map_index)
+            if not airflow.mark_task_failed(
+                dag, plan.run_id, fault.task, fault.map_index, only_while=ACTIVE_TI
+            ):
+                raise Missed("task ended before it could be marked")
         else:
             suffix = f"/{fault.map_index}" if fault.map_index >= 0 else ""
             with airflow.user_acting():
+                if self.ti(plan, fault)["state"] not in ACTIVE_TI:
+                    raise Missed("task ended before it could be marked")
                 airflow.api.patch(
                     f"{RunRef(dag, plan.run_id).path}/taskInstances/{fault.task}{suffix}",
                     {"new_state": state},
