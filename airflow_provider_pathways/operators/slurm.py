@@ -222,13 +222,9 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
 
     def probe(self) -> ServiceProbe:
         """Where the service reports and what ready asks for."""
-        return ServiceProbe(
-            cluster_env_path=self.cluster_env_path,
-            proxy_keys=tuple(self.proxy_keys),
-            min_slices=int(self.min_slices) if self.check_slices else None,
-            worker_array_key=self.worker_array_key,
-            service_job_key=self.service_job_key,
-            worker_job_name=self.worker_job_name,
+        return ServiceProbe.of(
+            self,
+            min_slices=self.min_slices if self.check_slices else None,
             cluster_env_per_job=bool(self.cluster_env_variable),
         )
 
@@ -625,18 +621,12 @@ class CancelSlurmJobOperator(BaseOperator):
             ids.append(int(text))
         return ids
 
-    def _probe(self) -> ServiceProbe:
-        array = self.worker_array_job_id
-        return ServiceProbe(
-            cluster_env_path=self.cluster_env_path,
-            worker_array_job_id=None if array in (None, "", "None") else int(str(array)),
-            worker_array_key=self.worker_array_key,
-            service_job_key=self.service_job_key,
-            worker_job_name=self.worker_job_name,
-        )
-
     def execute(self, context: Context) -> dict[str, list[int]]:
-        service_ids, probe, hook = self._ids(), self._probe(), self.hook
+        try:
+            probe = ServiceProbe.of(self)
+        except ValueError as err:
+            raise AirflowFailException(str(err)) from None
+        service_ids, hook = self._ids(), self.hook
         lookup: list[BaseException] = []
         results = hook.run_on_private_loop(lambda: cancel_services(hook, service_ids, probe, lookup.append))
         problems = [result.describe() for result in results if isinstance(result.ended, BaseException)]

@@ -29,6 +29,7 @@ from airflow_provider_pathways.slurm.service import (
     DEFAULT_WORKER_JOB_NAME,
     ServiceProbe,
     check_pathways_service,
+    optional_count,
 )
 
 if TYPE_CHECKING:
@@ -110,33 +111,18 @@ class PathwaysClusterEnvSensor(BaseSensorOperator):
 
         return SlurmHook(slurm_conn_id=self.slurm_conn_id)
 
-    @staticmethod
-    def _optional_int(field: str, value: Any) -> int | None:
-        if value in (None, "", "None"):
-            return None
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            raise AirflowFailException(f"{field}: {value!r} is not an integer") from None
-        if number < 1:
-            raise AirflowFailException(f"{field}: {number} must be >= 1")
-        return number
-
     def probe(self) -> ServiceProbe:
         """Where the service reports and what ready asks for (templated values checked)."""
-        return ServiceProbe(
-            cluster_env_path=self.cluster_env_path,
-            proxy_keys=tuple(self.proxy_keys),
-            min_slices=self._optional_int("min_slices", self.min_slices),
-            worker_array_job_id=self._optional_int("worker_array_job_id", self.worker_array_job_id),
-            worker_array_key=self.worker_array_key,
-            service_job_key=self.service_job_key,
-            worker_job_name=self.worker_job_name,
-            cluster_env_per_job=self.cluster_env_per_job,
-        )
+        try:
+            return ServiceProbe.of(self)
+        except ValueError as err:
+            raise AirflowFailException(str(err)) from None
 
     def _job_id(self) -> int:
-        job_id = self._optional_int("service_job_id", self.service_job_id)
+        try:
+            job_id = optional_count("service_job_id", self.service_job_id)
+        except ValueError as err:
+            raise AirflowFailException(str(err)) from None
         if job_id is None:
             raise AirflowFailException("service_job_id: empty; pass the Pathways service job's id")
         return job_id

@@ -24,7 +24,7 @@ import re
 import shlex
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
@@ -348,6 +348,20 @@ class SlurmCanceller(SlurmReader, Protocol):
     async def a_cancel_job(self, job_id: int) -> bool: ...
 
 
+def optional_count(name: str, value: Any) -> int | None:
+    """A rendered job id or count: None when empty (``None``, ``""``, ``"None"``), else an integer
+    >= 1; ``ValueError`` naming ``name`` otherwise."""
+    if value in (None, "", "None"):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: {value!r} is not an integer") from None
+    if number < 1:
+        raise ValueError(f"{name}: {number} must be >= 1")
+    return number
+
+
 @dataclass(frozen=True)
 class ServiceProbe:
     """Where the Pathways service reports (its ``cluster.env`` and the keys in it) and what ready
@@ -365,6 +379,20 @@ class ServiceProbe:
     service_job_key: str = DEFAULT_SERVICE_JOB_KEY
     worker_job_name: str = DEFAULT_WORKER_JOB_NAME
     cluster_env_per_job: bool = False
+
+    @classmethod
+    def of(cls, task: object, **given: Any) -> ServiceProbe:
+        """The probe of an operator or sensor whose attributes carry the probe's fields under their
+        names (rendered template values: a job id or slice count as text, ``""`` or ``"None"`` for
+        none); ``given`` values take their place. ``ValueError`` names a bad field."""
+        values = {f.name: getattr(task, f.name) for f in fields(cls) if hasattr(task, f.name)}
+        values.update(given)
+        for name in ("min_slices", "worker_array_job_id"):
+            if name in values:
+                values[name] = optional_count(name, values[name])
+        if "proxy_keys" in values:
+            values["proxy_keys"] = tuple(values["proxy_keys"])
+        return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (a trigger's serialized keywords). Fields added after 0.1.0 are left out at

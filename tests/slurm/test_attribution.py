@@ -13,8 +13,11 @@ and resets a requeued array task's submit time.
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+
+import pytest
 
 from airflow_provider_pathways.slurm.job import (
     SlurmJob,
@@ -27,6 +30,7 @@ from airflow_provider_pathways.slurm.job import (
 )
 from airflow_provider_pathways.slurm.service import (
     DEFAULT_WORKER_JOB_NAME,
+    ServiceProbe,
     attributed_worker_arrays,
     cancel_services,
     match_worker_array,
@@ -239,3 +243,34 @@ def test_a_killed_service_is_cancelled_before_its_array_is_looked_up_and_the_arr
     assert results[1].describe() == "Worker array 101 of Slurm job 100 cancelled"
     assert cluster.jobs[102].state == "CANCELLED"  # every task of the array
     assert cluster.jobs[111].end_time is None  # the other DAG's workers run on
+
+
+def test_the_probe_of_a_task_reads_its_rendered_values_and_names_a_bad_one() -> None:
+    """The service operator, the sensor and the teardown build their probe one way: from their
+    attributes of the probe's names, as rendered templates leave them (text, ``""``, ``"None"``)."""
+    from types import SimpleNamespace
+
+    task = SimpleNamespace(
+        cluster_env_path="/home/u/pathways/cluster.env",
+        proxy_keys=["JAX_BACKEND_TARGET"],
+        min_slices="2",
+        worker_array_job_id="None",
+        worker_job_name="workers",
+        unrelated="ignored",
+    )
+    probe = ServiceProbe.of(task, cluster_env_per_job=True)
+    assert probe == ServiceProbe(
+        cluster_env_path="/home/u/pathways/cluster.env",
+        proxy_keys=("JAX_BACKEND_TARGET",),
+        min_slices=2,
+        worker_array_job_id=None,
+        worker_job_name="workers",
+        cluster_env_per_job=True,
+    )
+    assert ServiceProbe.of(task, min_slices=None).min_slices is None
+    for name, value, problem in [
+        ("worker_array_job_id", "12x", "worker_array_job_id: '12x' is not an integer"),
+        ("min_slices", "0", "min_slices: 0 must be >= 1"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(problem)):
+            ServiceProbe.of(SimpleNamespace(**{**vars(task), name: value}))
