@@ -24,6 +24,18 @@ def _workload(custom: Any, namespace: str, jobset: dict[str, Any]) -> dict[str, 
     return custom.get_namespaced_custom_object(*WL, namespace, "workloads", _workload_name(jobset))
 
 
+def _workload_if_any(custom: Any, namespace: str, jobset: dict[str, Any]) -> dict[str, Any] | None:
+    """The JobSet's Workload, or None while Kueue has not made it yet (it does so after the create)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return _workload(custom, namespace, jobset)
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
 def _cond(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
     for c in ((obj or {}).get("status") or {}).get("conditions") or []:
         if c.get("type") == type_:
@@ -53,7 +65,7 @@ def test_queued_jobset_is_suspended_at_creation(
         namespace, _queued(make_jobset, "held", queue, kueue_admit_after_seconds="never")
     )
     assert created["spec"]["suspend"] is True  # mutated at admission, before any controller ran
-    workload = wait_for(lambda: _cond(_workload(custom, namespace, created), "QuotaReserved"))
+    workload = wait_for(lambda: _cond(_workload_if_any(custom, namespace, created), "QuotaReserved"))
     assert workload["status"] == "False" and workload["reason"] == "Pending"
     assert "couldn't assign flavors" in workload["message"]
     wl = _workload(custom, namespace, created)
@@ -96,7 +108,7 @@ def test_pathwaysjob_labels_reach_the_jobset(custom, namespace, make_pathways_jo
     pw_api.create(namespace, body)
     jobset = wait_for(lambda: pw_api.jobset(namespace, "pwq"))
     assert jobset["metadata"]["labels"][QUEUE] == queue
-    wait_for(lambda: _cond(_workload(custom, namespace, jobset), "Admitted").get("status") == "True")
+    wait_for(lambda: _cond(_workload_if_any(custom, namespace, jobset), "Admitted").get("status") == "True")
     assert "wait time since queued" in _cond(_workload(custom, namespace, jobset), "QuotaReserved")["message"]
 
 
@@ -107,15 +119,14 @@ def test_quota_holds_the_second_job_until_the_first_finishes(
     kube.control("kueue", method="POST", queue=queue, quota_chips=8)  # one JobSet: 2 slices x 4 chips
     first = pw_api.create_jobset(namespace, _queued(make_jobset, "first", queue, program_seconds="0.5"))
     second = pw_api.create_jobset(namespace, _queued(make_jobset, "second", queue, program_seconds="0.2"))
-    wait_for(lambda: _cond(_workload(custom, namespace, first), "Admitted").get("status") == "True")
-    pending = wait_for(lambda: _cond(_workload(custom, namespace, second), "QuotaReserved"))
+    wait_for(lambda: _cond(_workload_if_any(custom, namespace, first), "Admitted").get("status") == "True")
+    pending = wait_for(lambda: _cond(_workload_if_any(custom, namespace, second), "QuotaReserved"))
     assert pending["status"] == "False" and "insufficient unused quota" in pending["message"]
     assert pw_api.jobset(namespace, "second")["spec"]["suspend"] is True
-    wait_for(
-        lambda: _cond(_workload(custom, namespace, first), "Finished").get("status") == "True", timeout=15
-    )
+    finished = lambda: _cond(_workload_if_any(custom, namespace, first), "Finished")  # noqa: E731
+    wait_for(lambda: finished().get("status") == "True", timeout=15)
     assert _cond(_workload(custom, namespace, first), "Finished")["reason"] == "Succeeded"
-    wait_for(lambda: _cond(_workload(custom, namespace, second), "Admitted").get("status") == "True")
+    wait_for(lambda: _cond(_workload_if_any(custom, namespace, second), "Admitted").get("status") == "True")
 
 
 def test_higher_priority_preempts_within_the_queue(
@@ -126,11 +137,11 @@ def test_higher_priority_preempts_within_the_queue(
     low = _queued(make_jobset, "low", queue, program_seconds="60")
     low["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "low"
     low = pw_api.create_jobset(namespace, low)
-    wait_for(lambda: _cond(_workload(custom, namespace, low), "Admitted").get("status") == "True")
+    wait_for(lambda: _cond(_workload_if_any(custom, namespace, low), "Admitted").get("status") == "True")
     high = _queued(make_jobset, "high", queue, program_seconds="60")
     high["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "high"
     high = pw_api.create_jobset(namespace, high)
-    wait_for(lambda: _cond(_workload(custom, namespace, high), "Admitted").get("status") == "True")
+    wait_for(lambda: _cond(_workload_if_any(custom, namespace, high), "Admitted").get("status") == "True")
     evicted = _workload(custom, namespace, low)
     assert (_cond(evicted, "Evicted")["status"], _cond(evicted, "Evicted")["reason"]) == ("True", "Preempted")
     assert _cond(evicted, "Preempted")["reason"] == "InClusterQueue"
@@ -151,7 +162,7 @@ def test_evictions_with_the_real_reasons(
 ):
     """kueue workload_types.go: WorkloadEvictedByPodsReadyTimeout, ...DueToNodeFailures, requeuing limit."""
     jobset = pw_api.create_jobset(namespace, _queued(make_jobset, "ev", queue, program_seconds="60"))
-    wait_for(lambda: _cond(_workload(custom, namespace, jobset), "Admitted").get("status") == "True")
+    wait_for(lambda: _cond(_workload_if_any(custom, namespace, jobset), "Admitted").get("status") == "True")
     kube.action(namespace, "ev", "evict", reason=reason)
     workload = _workload(custom, namespace, jobset)
     assert (_cond(workload, "Evicted")["status"], _cond(workload, "Evicted")["reason"]) == (

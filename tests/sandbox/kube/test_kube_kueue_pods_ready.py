@@ -18,7 +18,7 @@ from sandbox.kube.controllers.kueue import (
     WaitForPodsReady,
 )
 from tests.sandbox.kube.conftest import KNOB
-from tests.sandbox.kube.test_kube_kueue import QUEUE, _cond, _workload
+from tests.sandbox.kube.test_kube_kueue import QUEUE, _cond, _workload, _workload_if_any
 
 
 def test_the_defaults_are_kueue_0_19s() -> None:
@@ -62,11 +62,8 @@ def test_a_workload_whose_pods_are_ready_has_started(custom, namespace, make_job
     body = make_jobset("starts", annotations={KNOB + "program-seconds": "30"})
     body["metadata"]["labels"] = {QUEUE: f"q-{namespace}"}
     jobset = pw_api.create_jobset(namespace, body)
-    started = wait_for(
-        lambda: (
-            (c := _cond(_workload(custom, namespace, jobset), "PodsReady")).get("reason") == "Started" and c
-        )
-    )
+    pods_ready = lambda: _cond(_workload_if_any(custom, namespace, jobset), "PodsReady")  # noqa: E731
+    started = wait_for(lambda: (c := pods_ready()).get("reason") == "Started" and c)
     assert started["status"] == "True"
     assert started["message"] == "All pods reached readiness and the workload is running"
     workload = _workload(custom, namespace, jobset)
@@ -94,10 +91,10 @@ def test_pods_never_ready_are_evicted_requeued_with_backoff_and_admitted_again(
             kueue_backoff_max_seconds="10",
         ),
     )
-    waiting = wait_for(lambda: (c := _cond(_workload(custom, namespace, jobset), "PodsReady")) and c)
+    waiting = wait_for(lambda: (c := _cond(_workload_if_any(custom, namespace, jobset), "PodsReady")) and c)
     assert (waiting["status"], waiting["reason"]) == ("False", "WaitForStart")
     assert waiting["message"] == "Not all pods are ready or succeeded"
-    wait_for(lambda: _cond(_workload(custom, namespace, jobset), "Admitted").get("status") == "True")
+    wait_for(lambda: _cond(_workload_if_any(custom, namespace, jobset), "Admitted").get("status") == "True")
     evicted = wait_for(
         lambda: (
             (w := _workload(custom, namespace, jobset)) and _cond(w, "Evicted").get("status") == "True" and w
@@ -190,7 +187,8 @@ def test_the_evict_action_for_pods_ready_timeout_counts_a_requeue(
     body = make_jobset("ran", annotations={KNOB + "program-seconds": "30"})
     body["metadata"]["labels"] = {QUEUE: f"q-{namespace}"}
     jobset = pw_api.create_jobset(namespace, body)
-    wait_for(lambda: _cond(_workload(custom, namespace, jobset), "PodsReady").get("reason") == "Started")
+    pods_ready = lambda: _cond(_workload_if_any(custom, namespace, jobset), "PodsReady")  # noqa: E731
+    wait_for(lambda: pods_ready().get("reason") == "Started")
     kube.action(namespace, "ran", "evict", reason="PodsReadyTimeout", readmit=readmit)
     workload = _workload(custom, namespace, jobset)
     assert _evictions(workload) == {("PodsReadyTimeout", "WaitForRecovery"): 1}
