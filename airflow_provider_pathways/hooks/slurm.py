@@ -133,7 +133,11 @@ class SlurmHook(BaseHook):
         if self._async_transport is not None and self._async_transport[0] is loop:
             return self._async_transport[1]  # another coroutine made it while we awaited
         if settings.transport == "rest":  # one HTTP session per connection and loop for all hooks
-            transport = await REST_TRANSPORTS.acquire(self.slurm_conn_id, lambda: _made(self, settings))
+
+            async def make() -> SlurmTransport:
+                return self._make_transport(settings)
+
+            transport = await REST_TRANSPORTS.acquire(self.slurm_conn_id, make)
             if self._async_transport is not None and self._async_transport[0] is loop:
                 await REST_TRANSPORTS.release(self.slurm_conn_id, transport)  # another coroutine's won
                 return self._async_transport[1]
@@ -416,10 +420,6 @@ async def _release(loop: asyncio.AbstractEventLoop, conn_id: str, transport: Slu
     close it."""
     if not await REST_TRANSPORTS.release(conn_id, transport, loop):
         await transport.close()
-
-
-async def _made(hook: SlurmHook, settings: SlurmSettings) -> SlurmTransport:
-    return hook._make_transport(settings)
 
 
 def _once(
