@@ -173,7 +173,8 @@ with DAG("gke_preempted_then_retried", schedule=None, start_date=START) as preem
     operator("train", "preempted", spec(), deferrable=True, annotations=knobs(program_seconds=1.5))
 
 with DAG("gke_metrics_preempted", schedule=None, start_date=START) as metrics_preempted:
-    operator("train", "metrics-preempted", spec(), deferrable=True, annotations=knobs(program_seconds=1.5))
+    # the test preempts the first try's job once it has held its chips 2 s (its TPU-hours are not 0)
+    operator("train", "metrics-preempted", spec(), deferrable=True, annotations=knobs(program_seconds=4))
 
 with DAG("gke_lineage", schedule=None, start_date=START) as lineage:
     operator(

@@ -18,7 +18,7 @@ from airflow_provider_pathways import metrics
 from tests.operators.test_pathways_job import running_jobset
 from tests.support.airflow_runs import load_dag, run_dag
 from tests.support.airflow_versions import RETRY_AFTER_DEFERRAL, TASK_LOG_IN_OUTPUT
-from tests.support.kube_jobs import act_when, stand_in_objects
+from tests.support.kube_jobs import act_when, held_for, stand_in_objects
 from tests.support.statsd_server import StatsdListener, reset_airflow_stats
 
 pytestmark = pytest.mark.usefixtures("kube")
@@ -44,8 +44,10 @@ def test_a_preempted_and_retried_job_sends_its_metrics_and_reports_tpu_hours(
     kube: Any, statsd: StatsdListener, capfd: pytest.CaptureFixture[str]
 ) -> None:
     namespace = "metrics-preempted"
+    # preempted after holding its chips 2 s: the cluster records moments in whole seconds, and a job
+    # preempted within the second it started ran for 0 recorded TPU-hours
     watcher = act_when(
-        lambda: running_jobset(kube, namespace, 2),
+        held_for(2, lambda: running_jobset(kube, namespace, 2)),
         lambda name: kube.action(namespace, name, "preempt-slice", slice=1),
     )
     outcome = run_dag(load_dag("gke_scenarios.py", "gke_metrics_preempted"))["train"]

@@ -72,6 +72,22 @@ def stand_in_objects(kube: Any, plural: str, namespace: str) -> list[dict[str, A
     return kube.request("GET", f"/apis/{group}/namespaces/{namespace}/{plural}")["items"]
 
 
+def held_for(seconds: float, condition: Callable[[], T]) -> Callable[[], T | None]:
+    """``condition`` that counts only once it has returned the same truthy value for ``seconds``
+    (a job that has held its chips a while: the cluster records moments in whole seconds)."""
+    since: dict[Any, float] = {}
+
+    def check() -> T | None:
+        value = condition()
+        if not value:
+            since.clear()
+            return None
+        first = since.setdefault(value, time.monotonic())
+        return value if time.monotonic() - first >= seconds else None
+
+    return check
+
+
 def act_when(
     condition: Callable[[], Any], action: Callable[[Any], None], timeout: float = 30
 ) -> threading.Thread:
