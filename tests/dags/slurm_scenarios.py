@@ -384,7 +384,7 @@ def two_services(dag_id: str, *, published: bool) -> DAG:
                 cluster_env_variable=None if published else "PATHWAYS_CLUSTER_ENV",
                 deferrable=True,
                 poll_interval=0.5,
-                wait_timeout=30 if task_id == "second" else 90,
+                wait_timeout=15 if task_id == "second" else 90,
                 retries=0,
             )
             for task_id in ("first", "second")
