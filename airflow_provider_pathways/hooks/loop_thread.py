@@ -31,7 +31,8 @@ class LoopThread:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._lock = threading.Lock()
+        # reentrant: a kill's signal handler (on_kill) may call run() while the interrupted call holds it
+        self._lock = threading.RLock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._closers: list[Callable[[], Awaitable[Any]]] = []

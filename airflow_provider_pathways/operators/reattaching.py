@@ -49,6 +49,12 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
 
+#: How long a try killed while submitting looks for the job its submission may still make, and how
+#: often (Airflow's supervisor follows its SIGTERM with a SIGKILL 5 s later).
+KILLED_SUBMISSION_SEARCH_SECONDS = 3.0
+KILLED_SUBMISSION_SEARCH_PAUSE = 0.5
+
+
 @dataclass(frozen=True)
 class Deadline:
     """When a wait must end (epoch seconds, None for never) and which limit set it."""
@@ -161,12 +167,51 @@ class ReattachingJobOperator(BaseOperator):
         self.leave_running(context)
         self.give_up(context, reason)
 
+    #: The context of the try while its submission is under way (its job's id not known yet).
+    _submitting: Context | None = None
+    #: Set when the task was killed and its job is to end (:meth:`on_kill`).
+    _killed = False
+
     def on_kill(self) -> None:
         """The task was killed (a user marked or cleared it): end the job per the kill policy
         (:meth:`discards_when_killed`). Airflow also calls this after its ``execution_timeout``
-        alarm, once the try has given up on the job per the failure policy: then it does nothing."""
-        if not self._gave_up and self.discards_when_killed():
+        alarm, once the try has given up on the job per the failure policy: then it does nothing.
+
+        Killed while its submission is under way, the try knows no job yet, and the cluster may make
+        it a moment later: it looks for the job by its marks (:meth:`end_killed_submission`), and a
+        submission that answers after that is ended by the try itself (:meth:`_submit`)."""
+        if self._gave_up or not self.discards_when_killed():
+            return
+        self._killed = True
+        submitting = self._submitting
+        if submitting is not None and self.job_in_hand() is None:
+            self.end_killed_submission(submitting)
+        else:
             self.end_killed_job()
+
+    def end_killed_submission(self, context: Context) -> None:
+        """End the job of a submission the kill cut (:meth:`end_unclaimed_jobs`), looking for up to
+        :data:`KILLED_SUBMISSION_SEARCH_SECONDS`: a request already sent is acted on by the
+        cluster whether or not its sender lives."""
+        deadline = time.monotonic() + KILLED_SUBMISSION_SEARCH_SECONDS
+        while True:
+            try:
+                ended = self.end_unclaimed_jobs(context)
+            except Exception as err:
+                self.log.warning("Could not look for the job of the cut submission: %s", describe_error(err))
+                ended = []
+            if ended:
+                self.log.info("Killed while submitting; ended %s", ", ".join(ended))
+                return
+            if time.monotonic() + KILLED_SUBMISSION_SEARCH_PAUSE >= deadline:
+                self.log.warning(
+                    "Killed while submitting; no job of this task instance appeared within %gs. If the "
+                    "cluster makes it later, no try follows it: end it by hand (its marks name this "
+                    "task instance)",
+                    KILLED_SUBMISSION_SEARCH_SECONDS,
+                )
+                return
+            time.sleep(KILLED_SUBMISSION_SEARCH_PAUSE)
 
     def end_killed_job(self) -> None:
         """Delete or cancel the job of a killed try (harmless if it is gone)."""
@@ -420,7 +465,7 @@ class ReattachingJobOperator(BaseOperator):
         """Reattach to the job an earlier try submitted, or submit one; then follow it. Airflow's
         ``execution_timeout`` alarm while the try follows its job gives up on the job as the
         try's own deadline does (the failure policy), not as a kill."""
-        self._gave_up = False
+        self._gave_up = self._killed = False
         self._following: JsonValue | None = None
         try:
             return self._run_job(context)
@@ -507,8 +552,9 @@ class ReattachingJobOperator(BaseOperator):
         :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried like an
         infrastructure failure, and the retry finds the job by its marks and follows it; the last
         try ends what it finds (:meth:`end_unclaimed_jobs`), so that nothing runs unwatched."""
+        self._submitting = context
         try:
-            return self.submit_job(context)
+            external_id = self.submit_job(context)
         except AirflowException:
             raise
         except Exception as err:
@@ -532,6 +578,13 @@ class ReattachingJobOperator(BaseOperator):
                     found = ", ".join(ended) if ended else "no job of this task instance was found"
                     note = f"; this was the last try, so what it made was ended: {found}"
             raise PathwaysWatchLost(f"{message}{note}") from err
+        finally:
+            self._submitting = None
+        if self._killed:  # the answer came after the kill (Airflow 3's kill lets the try go on)
+            job = self.describe_job(external_id)
+            self.clean_up(f"end {job}", lambda: self.discard_job(external_id, "task killed while submitting"))
+            raise AirflowException(f"The task was killed while submitting {job}; it was ended")
+        return external_id
 
     def submission_may_have_gone_out(self, error: BaseException) -> bool:
         """Whether ``error``, raised by :meth:`submit_job`, leaves open that the cluster made the job

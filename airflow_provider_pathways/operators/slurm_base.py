@@ -195,7 +195,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             script=self.script,
             script_path=self.script_path,
             job_name=self.submitted_job_name(context),
-            comment=marked_comment(self.marker(context), self.job_role),
+            comment=marked_comment(self.marker(context), self.job_role, submitting_try(context)),
             partition=self.partition,
             account=self.account,
             qos=self.qos,
@@ -253,7 +253,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         is submitted: a try killed at any point after its submission (a partitioned worker thawed
         after a newer try took its job over) can then still tell that a newer try follows the job."""
         self._marker = marker = self.marker(context)
-        self._try_number = try_number = int(getattr(context["ti"], "try_number", 1) or 1)
+        self._try_number = try_number = submitting_try(context)
         return marker, try_number
 
     def describe_job(self, external_id: JsonValue) -> str:
@@ -275,7 +275,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         first try: its submission went out, but the try that sent it kept no id (slurmrestd's or
         sbatch's answer was lost, or the worker died first). The first try lists nothing: over
         slurmrestd a listing is every job of the cluster."""
-        if (getattr(context["ti"], "try_number", 1) or 1) <= 1:
+        if submitting_try(context) <= 1:
             return None
         found = [job for job in self.marked_jobs(context) if job.active]
         return max(job.job_id for job in found) if found else None
@@ -284,10 +284,13 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         return is_transient(error)
 
     def end_unclaimed_jobs(self, context: Context) -> list[str]:
-        """Cancel the task instance's active jobs, found by its marker."""
+        """Cancel the task instance's active jobs, found by its marker, but those a newer try
+        submitted or follows (their comments name it)."""
         ended: list[str] = []
+        marker, own_try = self.marker(context), submitting_try(context)
         for job in self.marked_jobs(context):
-            if job.active:
+            follower = followed_by_try(job.comment, marker)
+            if job.active and (follower is None or follower <= own_try):
                 self._job_id = job.job_id
                 self._cancel("its submission's answer was lost, and no retry follows")
                 ended.append(self.describe_job(job.job_id))
@@ -535,6 +538,11 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         """Cancel the job of a killed try, unless a newer try of the task instance follows it."""
         if not self.newer_try_follows():
             self._cancel("task killed")
+
+
+def submitting_try(context: Context) -> int:
+    """The try number of the context's task instance (1 when it has none: a dry run)."""
+    return int(getattr(context["ti"], "try_number", 1) or 1)
 
 
 def shown_request(request: SubmitRequest) -> dict[str, Any]:

@@ -4,15 +4,23 @@ outran, cleanup that fails, and outages longer than the task tolerates."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.gke.task_job import RELEASE_ATTEMPTS
+from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
+from tests.dags.gke_scenarios import knobs, spec
 from tests.operators.test_pathways_job import running_jobset
 from tests.support.airflow_runs import load_dag, run_dag
 from tests.support.kube_jobs import CONN, act_when, stand_in_objects
+from tests.support.lost_answer import LosingRelay
+from tests.support.task_kill import killed_when
 
 DAGS = "gke_scenarios.py"
 pytestmark = pytest.mark.usefixtures("kube")
@@ -286,4 +294,53 @@ def test_a_trigger_that_gives_up_keeps_the_job_for_the_retry(
     assert "was unreachable for" in logs and "is kept, and the next try reattaches to it" in logs
     assert "Reattaching to PathwaysJob outage-deferred/" in logs
     assert requests(kube, "create pathwaysjobs") == 1
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
+
+class _FirstTry:
+    """The task instance of a first try (no retries) as the task runner gives it."""
+
+    dag_id, task_id, map_index, try_number, max_tries = "gke_killed_submitting", "train", -1, 1, 0
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.xcom: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+def test_a_try_killed_while_creating_deletes_the_job_its_create_makes(
+    kube: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user marks the task failed while its create is on its way to the API server: the try knows
+    no job yet, and the API server makes the PathwaysJob only after the kill began (the relay
+    carries the held create out once the try sends its next request). The try's ``on_kill`` finds
+    the job by its owner labels and deletes it; the create's answer, arriving after that, changes
+    nothing: the try fails, saying so."""
+    namespace = "killed-creating"
+    with LosingRelay("127.0.0.1", int(kube.url.rsplit(":", 1)[1])) as relay:
+        relay.hold("/pathwaysjobs")
+        config = yaml.safe_load(Path(kube.kubeconfig).read_text())
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = f"http://127.0.0.1:{relay.port}"
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(config))
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_GKE_SLOW",
+            json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}),
+        )
+        operator = PathwaysJobOperator(
+            task_id="train",
+            job=spec(),
+            namespace=namespace,
+            kubernetes_conn_id="gke_slow",
+            retries=0,
+            annotations=knobs(program_seconds=600),
+        )
+        killed = pytest.raises(AirflowException, match="killed while submitting")
+        with killed_when(operator, relay.held), killed:
+            operator.execute({"ti": _FirstTry(run_id="manual__killed_creating")})  # type: ignore[arg-type]
+    logs = capfd.readouterr().out
+    assert "Killed while submitting; ended PathwaysJob killed-creating/" in logs
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []

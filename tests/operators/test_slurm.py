@@ -15,6 +15,7 @@ from typing import Any
 
 import pendulum
 import pytest
+from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.hooks.slurm import SlurmHook
@@ -34,6 +35,7 @@ from tests.support.slurm_scripts import (
     stop_service,
     wait_until_alone,
 )
+from tests.support.task_kill import killed_when
 
 DAGS = "slurm_scenarios.py"
 TRANSPORTS = ["slurm_rest", "slurm_ssh"]
@@ -708,6 +710,52 @@ def test_a_job_whose_submission_answer_was_lost_on_the_last_try_is_cancelled(
     assert "the answer to the submission was lost" in logs and "this was the last try" in logs
     [[job_id]] = squeue("-t", "all", "-n", name, "-o", "%i")
     assert job_state(job_id) == "CANCELLED"
+
+
+class _FirstTry:
+    """The task instance of a first try (no retries) as the task runner gives it."""
+
+    dag_id, task_id, map_index, try_number, max_tries = "killed_submitting", "train", -1, 1, 0
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.xcom: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+def test_a_try_killed_while_submitting_cancels_the_job_its_submission_makes(
+    slurm_cluster: dict[str, str], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user marks the task failed while its submission is on its way to slurmrestd (a soak met
+    it: the job then ran with no task watching it). The killed try knows no job id, and slurmrestd
+    makes the job only after the kill began (the relay carries the held submission out once the
+    try sends its next request). The try's ``on_kill`` finds the job by its marker and cancels it;
+    the submission's answer, arriving after that, changes nothing: the try fails, saying so."""
+    name = f"killed-submitting-{uuid.uuid4().hex[:8]}"
+    rest = json.loads(os.environ["AIRFLOW_CONN_SLURM_REST"])
+    with LosingRelay(rest["host"], int(rest["port"])) as relay:
+        relay.hold("/job/submit", name.encode())
+        slow = {**rest, "host": "127.0.0.1", "port": relay.port}
+        monkeypatch.setenv("AIRFLOW_CONN_SLURM_REST_SLOW", json.dumps(slow))
+        operator = SlurmJobOperator(
+            task_id="train",
+            slurm_conn_id="slurm_rest_slow",
+            job_name=name,
+            script="#!/bin/bash\nsleep 300\n",
+            retries=0,
+            deferrable=False,
+        )
+        with (
+            killed_when(operator, relay.held),
+            pytest.raises(AirflowException, match="killed while submitting"),
+        ):
+            operator.execute({"ti": _FirstTry(run_id=f"manual__{name}")})  # type: ignore[arg-type]
+    logs = capfd.readouterr().out
+    [[job_id]] = squeue("-t", "all", "-n", name, "-o", "%i")
+    assert job_state(job_id) == "CANCELLED"
+    assert f"Killed while submitting; ended Slurm job {job_id}" in logs
 
 
 class _WorkerFrozenAfterSubmitting:

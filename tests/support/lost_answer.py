@@ -8,6 +8,11 @@ POSTs whose path contains ``path_part`` (and whose body contains ``body_part``, 
 job name, so that one client's submission is lost, not whichever comes first) go missing (the
 client's connection is closed with no answer). When the upstream cannot be reached, the client's
 connection is closed unanswered too, as a proxy's would be.
+
+``hold(path_part, body_part)`` makes the next such POST a slow one: the relay keeps it (``held`` is
+set) and carries it out only when the next request of any kind reaches the relay, as a request
+still on its way reaches the cluster after its sender went on to something else (a killed try's
+search for its job). Its answer then goes back as usual.
 """
 
 from __future__ import annotations
@@ -58,11 +63,33 @@ class LosingRelay:
         self._drops: dict[tuple[str, bytes], int] = {}
         #: ``(method and path, answered)`` of every request relayed, in order
         self.requests: list[tuple[str, bool]] = []
+        self._hold: tuple[str, bytes] | None = None
+        #: set when a POST :meth:`hold` matched arrives; ``_release`` once the next request did
+        self.held = threading.Event()
+        self._release = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
     def drop(self, path_part: str, count: int = 1, body_part: bytes = b"") -> None:
         with self._lock:
             self._drops[(path_part, body_part)] = count
+
+    def hold(self, path_part: str, body_part: bytes = b"") -> None:
+        with self._lock:
+            self._hold = (path_part, body_part)
+
+    def _take_hold(self, request_line: str, body: bytes) -> bool:
+        """Whether this request is the one to hold; any other request releases a held one."""
+        method, _, rest = request_line.partition(" ")
+        with self._lock:
+            if self._hold is not None and method == "POST":
+                part, in_body = self._hold
+                if part in rest and in_body in body:
+                    self._hold = None
+                    self.held.set()
+                    return True
+        if self.held.is_set():
+            self._release.set()
+        return False
 
     def _take_drop(self, request_line: str, body: bytes) -> bool:
         method, _, rest = request_line.partition(" ")
@@ -87,6 +114,8 @@ class LosingRelay:
             if request is None:
                 return
             request_line = request[0][0].decode(errors="replace")
+            if self._take_hold(request_line, request[1]):
+                self._release.wait(120)
             try:
                 with socket.create_connection(self.upstream, timeout=60) as upstream:
                     upstream.sendall(b"\r\n".join(request[0]) + b"\r\n\r\n" + request[1])
@@ -106,4 +135,5 @@ class LosingRelay:
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._release.set()
         self._server.close()
