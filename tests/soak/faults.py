@@ -23,6 +23,10 @@ ACTIVE_TI = frozenset(
     {"running", "deferred", "queued", "scheduled", "up_for_retry", "up_for_reschedule", "restarting"}
 )
 
+#: The reasons for which Kueue evicts an admitted Workload that the soak draws (the stand-in's
+#: ``evict`` action: sandbox/kube/README.md)
+EVICTION_REASONS = ("Preempted", "PodsReadyTimeout")
+
 
 class Missed(Exception):
     """The fault had nothing to act on at its moment (the task was not there yet, or any more)."""
@@ -222,7 +226,11 @@ class Injector:
         return self._kube_action(plan, fault, "suspend")
 
     def _evict(self, plan: RunPlan, fault: Fault) -> str:
-        return self._kube_action(plan, fault, "evict", reason="Preempted", readmit="auto")
+        """Kueue evicts the admitted job: preempted by a workload of higher priority, or its pods not
+        all ready within ``waitForPodsReady``'s timeout (on by default since Kueue 0.19; requeued
+        after its backoff). Which one follows from the fault's moment, so a seed replays it."""
+        reason = EVICTION_REASONS[round(fault.at * 10) % len(EVICTION_REASONS)]
+        return f"{self._kube_action(plan, fault, 'evict', reason=reason, readmit='auto')} ({reason})"
 
     def _clear(self, plan: RunPlan, fault: Fault) -> str:
         airflow = self.stage.airflow

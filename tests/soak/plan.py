@@ -24,7 +24,7 @@ GKE_FAULTS = (
     "preempt",  # a slice of the running job is preempted
     "fail_program",  # the running program exits 1
     "suspend",  # the running JobSet is suspended
-    "evict",  # Kueue evicts the job's workload (kueue variant only)
+    "evict",  # Kueue evicts the job's workload, Preempted or PodsReadyTimeout (kueue variant only)
     "clear",  # the user clears the task instance
     "mark_failed",  # the user marks the task instance failed
     "mark_success",  # the user marks the task instance success

@@ -33,6 +33,9 @@ ANNOTATIONS = {
     KNOB + "program-seconds": "{{ params.program_seconds }}",
     KNOB + "program-exit-code": "{{ params.exit_code }}",
     KNOB + "kueue-admit-after-seconds": "{{ params.admit_after }}",
+    # Kueue's requeuing backoff after a PodsReadyTimeout eviction (requeuingStrategy
+    # backoffBaseSeconds: 60 by default), short enough for a soak run
+    KNOB + "kueue-backoff-base-seconds": "2",
 }
 MODES = {"deferrable": True, "polling": False}
 RETRIES = {"budget": None, "retries2": 2}
