@@ -29,6 +29,7 @@ from tests.deployment.harness import Airflow, TaskOutcome
 from tests.deployment.scenarios import Runner, Stage
 from tests.deployment.steps import namespace
 from tests.support.environment import require_root
+from tests.support.lost_answer import LosingRelay
 from tests.support.statsd_server import StatsdListener
 from tests.support.tcp_gate import Gate
 
@@ -137,10 +138,17 @@ def _gated_kubeconfig(standin: Any, gate: Gate, path: Path) -> Path:
     return path
 
 
-def _slurm_connections(settings: dict[str, str], gates: dict[str, Gate]) -> dict[str, str]:
+def _slurm_connections(
+    settings: dict[str, str], gates: dict[str, Gate], held: LosingRelay | None = None
+) -> dict[str, str]:
+    """``slurm_<transport>`` direct, ``slurm_<transport>_gated`` through the gates, and with
+    ``held`` (a relay that can hold a submission) ``slurm_rest_held`` through it."""
     from sandbox.slurm.cluster import airflow_connection
 
     conns: dict[str, str] = {}
+    if held is not None:
+        direct = json.loads(airflow_connection(settings, "rest"))
+        conns["slurm_rest_held"] = json.dumps(dict(direct, host="127.0.0.1", port=held.port))
     for transport in ("rest", "ssh"):
         direct = json.loads(airflow_connection(settings, transport))
         conns[f"slurm_{transport}"] = json.dumps(direct)
@@ -254,13 +262,15 @@ def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
             "ssh": Gate(settings["SLURM_SANDBOX_SSH_HOST"], int(settings["SLURM_SANDBOX_SSH_PORT"]), "sshd"),
         }
         cleanups.extend(g.close for g in gates.values())
+        held = LosingRelay("127.0.0.1", rest_port).__enter__()
+        cleanups.append(lambda: held.__exit__(None, None, None))
         gated_kubeconfig = _gated_kubeconfig(standin, gates["kube"], base / "kube" / "kubeconfig-gated")
         connections = {
             "gke_sandbox": standin.airflow_connection(),
             "gke_gated": json.dumps(
                 {"conn_type": "kubernetes", "extra": {"kube_config_path": str(gated_kubeconfig)}}
             ),
-            **_slurm_connections(settings, gates),
+            **_slurm_connections(settings, gates, held),
             "google_cloud_sandbox": google_cloud,
             "gke_google": gke_google,
         }
@@ -274,7 +284,9 @@ def stage(request: pytest.FixtureRequest) -> Iterator[Stage]:
         request.config.stash[DEPLOYMENT_KEY] = deployment
         airflow = Airflow(deployment)
         cleanups.append(airflow.close)
-        yield Stage(airflow=airflow, kube=kube, slurm=slurm, gates=gates, google=google, statsd=statsd)
+        yield Stage(
+            airflow=airflow, kube=kube, slurm=slurm, gates=gates, google=google, statsd=statsd, held=held
+        )
         if os.environ.get("PATHWAYS_DEPLOYMENT_CPU_REPORT") == "1":
             snapshots = airflow._snapshots
             print(

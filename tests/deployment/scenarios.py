@@ -128,6 +128,9 @@ class Stage:
     gcs: Any = None
     #: The StatsD server (``tests.support.statsd_server.StatsdListener``) the deployment's metrics go to.
     statsd: Any = None
+    #: The relay in front of slurmrestd behind the ``slurm_rest_held`` connection
+    #: (``tests.support.lost_answer.LosingRelay``: it can hold a submission); one scenario uses it.
+    held: Any = None
     outage_seconds: float = 20.0
     drills: dict[str, Rendezvous] = field(default_factory=dict)
     runner: Runner | None = None

@@ -81,3 +81,43 @@ def test_marking_the_task_failed_deletes_or_cancels_its_job(
 ) -> None:
     assert (seen.state, seen.try_number) == ("failed", 1)  # not retried
     assert not seen.extra["left"]  # no PathwaysJob/JobSet/pods; nothing in squeue, worker array included
+
+
+@scenario("mark_failed_submitting")
+def mark_failed_submitting(stage: Stage, name: str) -> TaskOutcome:
+    """The service task is marked failed while its submission is held on its way to slurmrestd;
+    the relay carries it out when the killed try sends its next request (its search for the job)."""
+    airflow, dag_id = stage.airflow, "service_mark_failed_submitting"
+    assert stage.slurm is not None and stage.held is not None
+    job_name = stage.slurm.job_name(dag_id)
+    stage.held.hold("/job/submit", job_name.encode())
+    run_id = airflow.trigger(dag_id, stage.slurm_conf)
+    wait_for(stage.held.held.is_set, f"the submission of {dag_id} to reach the relay", WAIT, 0.2)
+    with airflow.user_acting():
+        airflow.mark_task_failed(dag_id, run_id, "service")
+        airflow.wait_run(dag_id, run_id, WAIT)
+        seen = outcome(airflow, dag_id, run_id, "service", xcom_keys=("job_id",))
+    slurm = stage.slurm
+
+    def left() -> list[dict[str, str]]:
+        arrays = [slurm.active(f"pathways-workers-{job}") for job in slurm.job_ids(job_name)]
+        return slurm.active(job_name) + [task for array in arrays for task in array]
+
+    with contextlib.suppress(ConditionTimeout):
+        wait_for(lambda: not left(), f"the jobs of {dag_id} to go", CLEANUP_TIMEOUT, 0.5)
+    seen.extra["left"] = left()
+    seen.extra["jobs"] = slurm.queue(job_name)
+    return seen
+
+
+@pytest.mark.scenario("mark_failed_submitting")
+def test_marking_the_task_failed_while_it_submits_cancels_the_job_the_submission_makes(
+    seen: TaskOutcome,
+) -> None:
+    """The try knew no job id when it was killed, and slurmrestd made the service job after the
+    kill began: the try's ``on_kill`` found it by its marker and cancelled it, so nothing runs
+    unwatched (a soak found such a service and its worker array left running)."""
+    assert (seen.state, seen.try_number) == ("failed", 1)
+    assert [job["state"] for job in seen.extra["jobs"]] == ["CANCELLED"]  # made, then cancelled
+    assert not seen.extra["left"]
+    assert "Killed while submitting; ended Slurm job" in seen.log(1)

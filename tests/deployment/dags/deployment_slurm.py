@@ -152,6 +152,11 @@ for t in TRANSPORTS:
         with dag(f"slurm_outage_{mode}_{t}"):
             workload(t, gate=True, deferrable=deferrable, retries=0)
 
+# A user marks the service task failed while its submission is on its way to slurmrestd (the
+# ``slurm_rest_held`` connection's relay holds it until the killed try's next request).
+with dag("service_mark_failed_submitting"):
+    service("rest_held", deferrable=True, retries=2)
+
 # A mapped task of 3 indexes, deferred and polling (over slurmrestd): each index follows and
 # reports its own job (the gated program of every index waits for the same release file).
 for mode, deferrable in (("deferred", True), ("polling", False)):
