@@ -82,8 +82,8 @@ RESTARTS = Metric(
     MetricType.COUNTER,
     "restarts",
     TASK_TAGS,
-    "The job's restarts seen when a try's wait ended (GKE: the JobSet's ``status.restarts``; Slurm: "
-    "its requeues); sent when not 0",
+    "The job's restarts seen when a try's wait ended (GKE: the JobSet's ``status.restarts`` plus its "
+    "single Jobs' ``jobRestarts``; Slurm: its requeues); sent when not 0",
 )
 TRIES_REPLACED = Metric(
     "pathways.tries_replaced",

@@ -30,7 +30,16 @@ Rules and where they come from:
   ephemeral-storage limit, an emptyDir ``sizeLimit``, more than its request under node pressure) is
   the program's failure (kubelet ``eviction/helpers.go``);
 - a job with ``metadata.deletionTimestamp`` is terminating, and one that is gone was deleted: by
-  someone other than the task following it, an infrastructure failure.
+  someone other than the task following it, an infrastructure failure;
+- a JobSet whose ``RestartingJobSet`` condition is True (JobSet v0.12 ``failure_policy.go``: set by
+  the ``RestartJobSet`` actions; ``jobset_controller.go``: False again once every Job is ready) is
+  active: neither failed nor finished, and not running until that condition is False; the counts of
+  the write that started the restart still include the failed Job and belong to the attempt being
+  replaced (``calculateReplicatedJobStatuses`` runs before ``executeFailurePolicy``, one status
+  update for both), so no slice reads ready then; a Job restarted alone (``RestartJob``, counted in
+  ``replicatedJobsStatus[].jobRestarts``) counts as a restart; slices are the worker replicated
+  job's ``replicas`` now and ``ready`` counts the Jobs ready at their current ``parallelism`` (an
+  elastic JobSet's ``parallelism`` may change; its ``replicas`` may not).
 """
 
 from __future__ import annotations
@@ -517,8 +526,11 @@ def summarize(
     total = replicas_of(jobset, worker_replicated_job)
     ready = min(int(worker.get("ready", 0) or 0), total)
     head_ready = int(head.get("ready", 0) or 0) >= 1
-    restarts = int(js_status.get("restarts", 0) or 0)
     conditions = true_conditions(jobset)
+    restarting = conditions.get(RESTARTING)
+    if restarting is not None and any(int(r.get("failed", 0) or 0) for r in by_name.values()):
+        ready, head_ready = 0, False  # the counts of the attempt the restart replaces
+    restarts = int(js_status.get("restarts", 0) or 0) + job_restarts(js_status)
     queue = labels_of(jobset).get(QUEUE_NAME_LABEL) or None
     common: dict[str, Any] = {
         **base,
@@ -581,13 +593,31 @@ def summarize(
             failure=FailureClass.PREEMPTED,
             message=f"the JobSet is suspended (preempted or evicted): {why}",
         )
-    if head_ready and ready >= total:
+    if head_ready and ready >= total and restarting is None:
         phase = Phase.RUNNING
     elif head_ready or ready or int(worker.get("active", 0) or 0) or int(head.get("active", 0) or 0):
         phase = Phase.STARTING
     else:
         phase = Phase.PENDING
+    if restarting is not None:
+        return PathwaysJobStatus(
+            **common, phase=phase, message=f"the JobSet is restarting ({reason_text(restarting)})"
+        )
     return PathwaysJobStatus(**common, phase=phase)
+
+
+#: The JobSet condition of a restart under way (jobset v0.12 ``jobset_types.go`` ``JobSetRestarting``).
+RESTARTING = "RestartingJobSet"
+
+
+def job_restarts(jobset_status: Mapping[str, Any]) -> int:
+    """Restarts of single Jobs (``RestartJob`` and ``RestartJobAndIgnoreMaxRestarts``, jobset v0.12
+    ``failure_policy.go``): the sum of every replicated job's ``jobRestarts``."""
+    return sum(
+        int(n or 0)
+        for entry in jobset_status.get("replicatedJobsStatus") or []
+        for n in entry.get("jobRestarts") or []
+    )
 
 
 def _deletion(obj: Mapping[str, Any] | None) -> str | None:

@@ -336,6 +336,25 @@ def validate_jobset(obj: dict[str, Any], old: dict[str, Any] | None = None) -> l
                     "field": f"{where}.template.spec.template.spec.containers",
                 }
             )
+    rules = (
+        (spec.get("failurePolicy") or {}).get("rules")
+        if isinstance(spec.get("failurePolicy"), dict)
+        else None
+    )
+    for index, rule in enumerate(rules or []):
+        action = rule.get("action") if isinstance(rule, dict) else None
+        where = f"spec.failurePolicy.rules[{index}].action"
+        if action is None:  # required, one of an enum (jobset_types.go FailurePolicyRule)
+            causes.append({"reason": "FieldValueRequired", "message": "Required value", "field": where})
+        elif action not in webhooks.FAILURE_POLICY_ACTIONS:
+            supported = ", ".join(json.dumps(a) for a in webhooks.FAILURE_POLICY_ACTIONS)
+            causes.append(
+                {
+                    "reason": "FieldValueNotSupported",
+                    "message": f"Unsupported value: {json.dumps(action)}: supported values: {supported}",
+                    "field": where,
+                }
+            )
     if old is not None:
         old_names = [r.get("name") for r in (old.get("spec") or {}).get("replicatedJobs") or []]
         new_names = [r.get("name") for r in rjobs if isinstance(r, dict)]
@@ -362,7 +381,7 @@ def admit(
 
     As a GKE cluster with JobSet and Kueue: mutating webhooks (JobSet defaults, Kueue's suspend at
     creation), then the API server's validation (object metadata, CRD schemas, Job and pod names),
-    then the JobSet validating webhook on create.
+    then the JobSet validating webhook on create and update.
     """
     name = (obj.get("metadata") or {}).get("name") or ""
     if rt.plural == "jobsets":
@@ -387,6 +406,10 @@ def admit(
         causes += validate_jobset(obj, old)
     if causes:
         raise invalid(rt, name, causes)
+    if rt.plural == "jobsets" and old is not None:
+        webhook_causes = webhooks.jobset_update_causes(obj, old)
+        if webhook_causes:
+            raise invalid(rt, name, webhook_causes, prefix=webhooks.WEBHOOK_PREFIX)
     if rt.plural == "jobsets" and old is None:
         webhook_causes = webhooks.jobset_create_causes(obj)
         if webhook_causes:

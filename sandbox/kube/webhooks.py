@@ -7,7 +7,13 @@
 - ``jobset_create_causes``: the JobSet validating webhook's create-time rules (jobset
   ``jobset_webhook.go`` ``ValidateCreate``): generated Job and pod names are DNS-1035 labels, the
   coordinator label value ``<name>-<rjob>-<job>-<pod>.<subdomain>`` is a valid label value,
-  replicas x parallelism <= MaxInt32, subdomain, coordinator, success and failure policies.
+  replicas x parallelism <= MaxInt32, subdomain, coordinator, success and failure policies, and the
+  feature-gated ones: ``restartStrategy: InPlaceRestart`` and the ``RestartJob`` actions.
+- ``jobset_update_causes``: the webhook's ``ValidateUpdate``: ``replicatedJobs`` and ``managedBy``
+  are immutable, except the pod template's scheduling fields of a suspended JobSet and, with the
+  ``ElasticJobSet`` gate, ``parallelism``/``completions`` of an Indexed replicated job.
+- ``feature_gates``: the JobSet controller's feature gates (jobset ``features.go``), per JobSet from
+  the ``sandbox.pathways.dev/jobset-feature-gates`` knob.
 - ``kueue_defaults``: Kueue's mutating webhook suspends a job that carries
   ``kueue.x-k8s.io/queue-name`` until it is admitted (kueue ``defaults.go`` ``ApplyDefaultForSuspend``).
 """
@@ -35,6 +41,17 @@ _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+# jobset_types.go FailurePolicyAction (the CRD's enum) and the two that need the RestartJob gate.
+FAILURE_POLICY_ACTIONS = (
+    "FailJobSet",
+    "RestartJobSet",
+    "RestartJobSetAndIgnoreMaxRestarts",
+    "RestartJob",
+    "RestartJobAndIgnoreMaxRestarts",
+)
+RESTART_JOB_ACTIONS = ("RestartJob", "RestartJobAndIgnoreMaxRestarts")
+# jobset_webhook.go maxReplicasPerReplicatedJob: the MaxItems of ReplicatedJobStatus.jobRestarts.
+MAX_REPLICAS_WITH_RESTART_JOB = 1024
 _JOB_FAILURE_REASONS = (
     "BackoffLimitExceeded",
     "DeadlineExceeded",
@@ -230,6 +247,30 @@ def _pod_spec_causes(pod: Any, field: str) -> list[Cause]:
     return causes
 
 
+# -- JobSet feature gates -----------------------------------------------------------------------------
+
+FEATURE_GATES = "sandbox.pathways.dev/jobset-feature-gates"
+IN_PLACE_RESTART = "InPlaceRestart"
+RESTART_JOB = "RestartJob"
+ELASTIC_JOBSET = "ElasticJobSet"
+# jobset features.go (v0.12): all three are Alpha and off by default.
+JOBSET_GATES = (IN_PLACE_RESTART, RESTART_JOB, ELASTIC_JOBSET)
+_TRUE = ("1", "t", "true")
+
+
+def feature_gates(obj: dict[str, Any] | None) -> frozenset[str]:
+    """The JobSet feature gates on for ``obj``: its ``jobset-feature-gates`` knob, written as the
+    controller's ``--feature-gates`` flag (``RestartJob=true,ElasticJobSet=true``); unknown gates
+    and unreadable entries are ignored."""
+    notes = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    enabled = set()
+    for entry in str(notes.get(FEATURE_GATES) or "").split(","):
+        gate, _, value = entry.partition("=")
+        if gate.strip() in JOBSET_GATES and value.strip().lower() in _TRUE:
+            enabled.add(gate.strip())
+    return frozenset(enabled)
+
+
 # -- JobSet webhook -----------------------------------------------------------------------------------
 
 
@@ -265,6 +306,10 @@ def jobset_create_causes(obj: dict[str, Any]) -> list[Cause]:
     def internal(message: str) -> None:
         causes.append({"reason": "InternalError", "message": f"Internal error: {message}", "field": "<nil>"})
 
+    gates = feature_gates(obj)
+    in_place = ((spec.get("failurePolicy") or {}).get("restartStrategy")) == "InPlaceRestart"
+    if in_place and IN_PLACE_RESTART not in gates:
+        internal("InPlaceRestart restart strategy cannot be set when InPlaceRestart feature gate is disabled")
     if rjobs and rjobs[0].get("dependsOn"):
         internal("DependsOn can't be set for the first ReplicatedJob")
     subdomain = ((spec.get("network") or {}).get("subdomain")) or ""
@@ -319,20 +364,73 @@ def jobset_create_causes(obj: dict[str, Any]) -> list[Cause]:
         for dep in rjob.get("dependsOn") or []:
             if isinstance(dep, dict) and dep.get("name") not in names - {rjob_name}:
                 internal(f"replicatedJob: {rjob_name} cannot depend on replicatedJob: {dep.get('name')}")
+        if in_place and IN_PLACE_RESTART in gates:
+            causes += _in_place_restart_causes(rjob_name, job_spec, f"{where}.template.spec")
     for target in (spec.get("successPolicy") or {}).get("targetReplicatedJobs") or []:
         if target not in names:
             internal(f"invalid replicatedJob name '{target}' does not appear in .spec.ReplicatedJobs")
-    _failure_policy_causes(spec, names, internal)
+    _failure_policy_causes(spec, names, internal, gates)
     coordinator = spec.get("coordinator")
     if isinstance(coordinator, dict):
         _coordinator_causes(obj, coordinator, rjobs, internal)
     return causes
 
 
-def _failure_policy_causes(spec: dict[str, Any], names: set[str], internal: Any) -> None:
+def _in_place_restart_causes(rjob_name: str, job_spec: dict[str, Any], where: str) -> list[Cause]:
+    """``ValidateCreate`` with the ``InPlaceRestart`` gate: backoffLimit MaxInt32, podReplacementPolicy
+    Failed, completions equal to parallelism."""
+    causes = []
+    if job_spec.get("backoffLimit") != MAX_INT32:
+        causes.append(
+            _invalid(
+                f"{where}.backoffLimit",
+                job_spec.get("backoffLimit"),
+                f"replicatedJob {rjob_name}: must be set to {MAX_INT32} (MaxInt32) when in-place restart is "
+                "enabled",
+            )
+        )
+    if job_spec.get("podReplacementPolicy") != "Failed":
+        causes.append(
+            _invalid(
+                f"{where}.podReplacementPolicy",
+                job_spec.get("podReplacementPolicy"),
+                f"replicatedJob {rjob_name}: must be set to Failed when in-place restart is enabled",
+            )
+        )
+    completions, parallelism = job_spec.get("completions"), job_spec.get("parallelism")
+    if completions is None or parallelism is None or completions != parallelism:
+        causes.append(
+            _invalid(
+                f"{where}.completions",
+                completions,
+                f"replicatedJob {rjob_name}: completions and parallelism must be set and equal to each other "
+                "when in-place restart is enabled",
+            )
+        )
+    return causes
+
+
+def _failure_policy_causes(
+    spec: dict[str, Any], names: set[str], internal: Any, gates: frozenset[str] = frozenset()
+) -> None:
     policy = spec.get("failurePolicy")
     if not isinstance(policy, dict):
         return
+    rules = [rule for rule in policy.get("rules") or [] if isinstance(rule, dict)]
+    if any(rule.get("action") in RESTART_JOB_ACTIONS for rule in rules):
+        if RESTART_JOB not in gates:
+            internal(
+                "RestartJob and RestartJobAndIgnoreMaxRestarts failure policy actions are not allowed when "
+                "RestartJob feature gate is disabled"
+            )
+            return
+        if any(
+            _int(rjob.get("replicas"), 1) > MAX_REPLICAS_WITH_RESTART_JOB for rjob in _replicated_jobs(spec)
+        ):
+            internal(
+                "JobSet cannot have a failure policy rule with RestartJob or RestartJobAndIgnoreMaxRestarts "
+                f"action and a replicated job with replicas > {MAX_REPLICAS_WITH_RESTART_JOB}"
+            )
     seen: dict[str, list[int]] = {}
     for index, rule in enumerate(policy.get("rules") or []):
         if not isinstance(rule, dict):
@@ -402,6 +500,121 @@ def _coordinator_causes(
             f"spec will lead to invalid label value {json.dumps(value)} for coordinator label "
             f'"{COORDINATOR_LABEL}" (long JobSet / ReplicatedJob / SubDomain name?): {", ".join(errors)}'
         )
+
+
+def _forbidden(field: str, message: str) -> Cause:
+    return {"reason": "FieldValueForbidden", "message": f"Forbidden: {message}", "field": field}
+
+
+def _true_condition(obj: dict[str, Any], type_: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(
+        c.get("type") == type_ and c.get("status") == "True" for c in conditions if isinstance(c, dict)
+    )
+
+
+def _pruned(value: Any) -> Any:
+    """``value`` without null, empty maps and empty lists (Semantic.DeepEqual of omitempty fields)."""
+    if isinstance(value, dict):
+        kept = {k: _pruned(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_pruned(v) for v in value]
+    return value
+
+
+# Pod template fields Kueue may change while a JobSet is suspended (jobset_webhook.go ValidateUpdate).
+_SUSPENDED_MUTABLE = (
+    ("metadata", "annotations"),
+    ("metadata", "labels"),
+    ("spec", "nodeSelector"),
+    ("spec", "tolerations"),
+    ("spec", "schedulingGates"),
+)
+
+
+def _job_spec(rjob: Any) -> dict[str, Any]:
+    spec = (rjob.get("template") or {}).get("spec") if isinstance(rjob, dict) else None
+    return spec if isinstance(spec, dict) else {}
+
+
+def _copy_field(target: dict[str, Any], source: dict[str, Any], key: str) -> None:
+    if key in source:
+        target[key] = json.loads(json.dumps(source[key]))
+    else:
+        target.pop(key, None)
+
+
+def _elastic_causes(
+    new_job: dict[str, Any], old_job: dict[str, Any], where: str, terminal: bool
+) -> list[Cause]:
+    """The ``ElasticJobSet`` rules on a changed ``parallelism``/``completions`` of an Indexed job."""
+    parallelism, completions = new_job.get("parallelism"), new_job.get("completions")
+    parallelism_changed = parallelism != old_job.get("parallelism")
+    completions_changed = completions != old_job.get("completions")
+    if not (parallelism_changed or completions_changed):
+        return []
+    if terminal:
+        message = "Cannot mutate parallelism or completions when JobSet is in a terminal state "
+        return [_forbidden(where, message + "(Completed or Failed)")]
+    causes = []
+    if parallelism_changed and isinstance(parallelism, int) and parallelism < 1:
+        causes.append(_invalid(f"{where}.parallelism", parallelism, "parallelism must be >= 1"))
+    if completions_changed and isinstance(completions, int) and completions < 1:
+        causes.append(_invalid(f"{where}.completions", completions, "completions must be >= 1"))
+    if parallelism is not None and completions is not None and parallelism != completions:
+        message = "completions must be equal to parallelism for Elastic Indexed Jobs"
+        causes.append(_invalid(f"{where}.completions", completions, message))
+    return causes
+
+
+def jobset_update_causes(obj: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """``ValidateUpdate`` of jobset_webhook.go: ``spec.replicatedJobs`` and ``spec.managedBy`` are
+    immutable, except (a) with the ``ElasticJobSet`` gate, ``parallelism`` and ``completions`` of an
+    existing Indexed replicated job: >= 1, equal to each other, and never once the JobSet completed or
+    failed; (b) while the JobSet is or is being suspended, its pod templates' annotations, labels,
+    nodeSelector, tolerations and schedulingGates. ``replicas`` is never mutable (v0.12)."""
+    causes: list[Cause] = []
+    spec: dict[str, Any] = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
+    old_spec: dict[str, Any] = old["spec"] if isinstance(old.get("spec"), dict) else {}
+    new_rjobs, old_rjobs = spec.get("replicatedJobs") or [], old_spec.get("replicatedJobs") or []
+    munged = json.loads(json.dumps(new_rjobs))
+    old_by_name = {r.get("name"): r for r in old_rjobs if isinstance(r, dict)}
+    pairs = [
+        (index, old_by_name[rjob.get("name")])
+        for index, rjob in enumerate(new_rjobs)
+        if isinstance(rjob, dict) and rjob.get("name") in old_by_name
+    ]
+    if ELASTIC_JOBSET in feature_gates(old):
+        terminal = _true_condition(old, "Completed") or _true_condition(old, "Failed")
+        for index, old_rjob in pairs:
+            new_job, old_job = _job_spec(new_rjobs[index]), _job_spec(old_rjob)
+            if new_job.get("completionMode") == "Indexed":
+                causes += _elastic_causes(
+                    new_job, old_job, f"spec.replicatedJobs[{index}].template.spec", terminal
+                )
+                target = munged[index].setdefault("template", {}).setdefault("spec", {})
+                for key in ("parallelism", "completions"):
+                    _copy_field(target, old_job, key)
+    if old_spec.get("suspend") is True or spec.get("suspend") is True:
+        for index, old_rjob in pairs:
+            old_pod = _job_spec(old_rjob).get("template") or {}
+            job = munged[index].setdefault("template", {}).setdefault("spec", {})
+            new_pod = job.setdefault("template", {})
+            for part, key in _SUSPENDED_MUTABLE:
+                _copy_field(new_pod.setdefault(part, {}), old_pod.get(part) or {}, key)
+    if _pruned(munged) != _pruned(old_rjobs):
+        # The webhook prints the whole Go value (%#v); it is elided here.
+        causes.append(
+            {
+                "reason": "FieldValueInvalid",
+                "message": "Invalid value: []v1alpha2.ReplicatedJob{...}: field is immutable",
+                "field": "spec.replicatedJobs",
+            }
+        )
+    if spec.get("managedBy") != old_spec.get("managedBy"):
+        causes.append(_invalid("spec.managedBy", spec.get("managedBy"), "field is immutable"))
+    return causes
 
 
 # -- Kueue webhook ------------------------------------------------------------------------------------

@@ -97,7 +97,8 @@ class JobController(Controller):
         parallelism = int(spec.get("parallelism", 1))
         backoff_limit = int(spec.get("backoffLimit", 6))
         counted = self.sim.counted.setdefault(uid, set())
-        succeeded = _parse_indexes(status.get("completedIndexes"))
+        # Indexes outside [0, completions) no longer count (an elastic Indexed Job scaled down).
+        succeeded = {i for i in _parse_indexes(status.get("completedIndexes")) if i < completions}
         failed_count = int(status.get("failed", 0))
         newly_failed = []
         for pod in pods:
@@ -105,6 +106,8 @@ class JobController(Controller):
             if pod_uid in counted or phase not in ("Succeeded", "Failed"):
                 continue
             counted.add(pod_uid)
+            if _index_of(pod) >= completions:
+                continue
             if phase == "Succeeded":
                 succeeded.add(_index_of(pod))
             else:
@@ -135,6 +138,11 @@ class JobController(Controller):
                     self.store.delete(PODS, namespace, pod["metadata"]["name"])
             active = []
         else:
+            # Elastic Indexed Jobs: pods whose index is no longer below completions are removed.
+            for pod in [p for p in active if _index_of(p) >= completions]:
+                if self.store.find(PODS, namespace, pod["metadata"]["name"]) is not None:
+                    self.store.delete(PODS, namespace, pod["metadata"]["name"])
+                active.remove(pod)
             busy = {_index_of(p) for p in active} | succeeded
             missing = [i for i in range(completions) if i not in busy][: max(0, parallelism - len(active))]
             if missing and not active:
@@ -157,6 +165,8 @@ class JobController(Controller):
         status["uncountedTerminatedPods"] = {}
         if succeeded:
             status["completedIndexes"] = _format_indexes(succeeded)
+        else:
+            status.pop("completedIndexes", None)
         for zero_omitted in ("active", "succeeded", "failed"):
             if not status[zero_omitted]:
                 del status[zero_omitted]

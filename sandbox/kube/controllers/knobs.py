@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.kube.webhooks import FEATURE_GATES, feature_gates
+
 PREFIX = "sandbox.pathways.dev/"
 
 SLICE_DELAY = PREFIX + "slice-delay-seconds"
@@ -20,6 +22,7 @@ PROGRAM_LOG = PREFIX + "program-log"
 MAX_READY_SLICES = PREFIX + "max-ready-slices"
 DELETE_PODS_AFTER_FAILURE = PREFIX + "delete-pods-after-failure"
 MAIN_CONTAINER = PREFIX + "main-container"
+JOBSET_FEATURE_GATES = FEATURE_GATES  # defined with the JobSet webhook, which reads it at admission
 
 DEFAULT_PROGRAM_LOG = (
     "Initializing pathwaysutils; JAX_PLATFORMS=proxy JAX_BACKEND_TARGET={backend}",
@@ -43,6 +46,8 @@ class Knobs:
     max_ready_slices: int | None = None
     delete_pods_after_failure: bool = False
     main_container: str | None = None
+    #: JobSet feature gates on for this JobSet (``RestartJob``, ``ElasticJobSet``, ``InPlaceRestart``).
+    jobset_feature_gates: frozenset[str] = frozenset()
 
 
 def _float(value: str | None, default: float) -> float:
@@ -73,4 +78,5 @@ def knobs_for(obj: dict[str, Any] | None) -> Knobs:
         delete_pods_after_failure=str(notes.get(DELETE_PODS_AFTER_FAILURE, "")).strip().lower()
         in ("true", "1", "yes"),
         main_container=notes.get(MAIN_CONTAINER) or None,
+        jobset_feature_gates=feature_gates(obj),
     )
