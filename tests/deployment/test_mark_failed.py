@@ -93,9 +93,22 @@ def mark_failed_submitting(stage: Stage, name: str) -> TaskOutcome:
     stage.held.hold("/job/submit", job_name.encode())
     run_id = airflow.trigger(dag_id, stage.slurm_conf)
     wait_for(stage.held.held.is_set, f"the submission of {dag_id} to reach the relay", WAIT, 0.2)
+    held = stage.held
     with airflow.user_acting():
         airflow.mark_task_failed(dag_id, run_id, "service")
-        airflow.wait_run(dag_id, run_id, WAIT)
+        airflow.wait_run(dag_id, run_id, WAIT)  # failed at once; the kill follows at the next heartbeat
+        wait_for(
+            lambda: any("/job/submit" in request for request, _ in held.requests),
+            f"the held submission of {dag_id} to reach slurmrestd",
+            WAIT,
+            0.2,
+        )
+        wait_for(
+            lambda: "Killed while submitting" in airflow.task_log(dag_id, run_id, "service", 1),
+            f"the killed try of {dag_id} to look for its job",
+            WAIT,
+            0.5,
+        )
         seen = outcome(airflow, dag_id, run_id, "service", xcom_keys=("job_id",))
     slurm = stage.slurm
 

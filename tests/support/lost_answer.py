@@ -17,6 +17,7 @@ search for its job). Its answer then goes back as usual.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from types import TracebackType
@@ -126,7 +127,8 @@ class LosingRelay:
             with self._lock:
                 self.requests.append((request_line.rsplit(" ", 1)[0], not lose))
             if answer is not None and not lose:
-                conn.sendall(_closing(*answer))
+                with contextlib.suppress(OSError):  # the client left (a killed task's)
+                    conn.sendall(_closing(*answer))
 
     def __enter__(self) -> LosingRelay:
         self._thread.start()
