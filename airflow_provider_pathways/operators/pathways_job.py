@@ -696,6 +696,7 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
     def _defer(self, context: Context, deadline: Deadline) -> None:
         from airflow_provider_pathways.triggers.pathways_job import PathwaysJobTrigger
 
+        self.stop_if_ended_meanwhile(context)
         self.defer(
             trigger=PathwaysJobTrigger.for_task(
                 self,

@@ -19,6 +19,7 @@ from airflow.providers.common.compat.sdk import (
     AirflowTaskTimeout,
     BaseOperator,
 )
+from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS
 
 from airflow_provider_pathways import metrics
 from airflow_provider_pathways.airflow_features import inherited_default_args, store_for_good
@@ -35,6 +36,7 @@ from airflow_provider_pathways.reattach_rules import (
     Verdict,
     reattach_action,
 )
+from airflow_provider_pathways.task_instance_state import read_task_instance_state
 from airflow_provider_pathways.transient import (
     ConnectionToFix,
     OutageTooLong,
@@ -188,6 +190,26 @@ class ReattachingJobOperator(BaseOperator):
             self.end_killed_submission(submitting)
         else:
             self.end_killed_job()
+
+    def stop_if_ended_meanwhile(self, context: Context) -> None:
+        """Before the try submits or defers: when its task instance is no longer running (a user
+        marked it failed or success, or cleared it, and Airflow has not killed this try yet: its
+        next heartbeat would), do what that kill does (:meth:`on_kill`) and stop. A submission then
+        makes a job no try follows, and Airflow 3 refuses to defer an ended task instance, so no
+        trigger would watch the job. Airflow 3 only; a state that cannot be read lets the try go on."""
+        if not AIRFLOW_V_3_0_PLUS:
+            return
+        try:
+            state = read_task_instance_state(context["ti"])
+        except Exception:
+            return
+        if state is None or state == "running":
+            return
+        self.on_kill()
+        raise AirflowException(
+            f"The task instance is {state} now: it was marked or cleared while this try ran, so the try "
+            "stops here as a kill would stop it"
+        )
 
     def end_killed_submission(self, context: Context) -> None:
         """End the job of a submission the kill cut (:meth:`end_unclaimed_jobs`), looking for up to
@@ -552,6 +574,7 @@ class ReattachingJobOperator(BaseOperator):
         :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried like an
         infrastructure failure, and the retry finds the job by its marks and follows it; the last
         try ends what it finds (:meth:`end_unclaimed_jobs`), so that nothing runs unwatched."""
+        self.stop_if_ended_meanwhile(context)
         self._submitting = context
         try:
             external_id = self.submit_job(context)

@@ -404,6 +404,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             over = self._wait_already_over()
             if over is not None:  # nothing to wait for: the trigger would fire at once
                 return self.finish_job(context, self._job_id, over)
+            self.stop_if_ended_meanwhile(context)
             self.defer(
                 trigger=self.trigger(deadline),
                 method_name="execute_complete",

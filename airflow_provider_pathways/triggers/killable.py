@@ -10,29 +10,12 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger
 
 from airflow_provider_pathways.airflow_features import TRIGGER_ON_KILL
+from airflow_provider_pathways.task_instance_state import ends_the_job, read_task_instance_state
 
 #: Airflow's default of ``[triggerer] on_kill_timeout``: how long the triggerer waits for ``on_kill``.
 TRIGGERER_ON_KILL_TIMEOUT = 30.0
 #: Ending the job on kill must be done this long before the triggerer's ``on_kill_timeout``.
 KILL_MARGIN = 2.0
-#: What :func:`task_instance_state` answers for a task instance that does not exist (any more).
-NOT_FOUND = "not found"
-#: Task instance states in which a try of the task instance follows the job, or will: a retry or a
-#: resumed try reattaches to it, a deferred one waits on this trigger (run by another triggerer now)
-#: or on a newer try's. A user's kill (mark failed, success or skipped; clear: no state) leaves none
-#: of them; a trigger cancelled while its task instance is in one of them leaves the job alone.
-A_TRY_FOLLOWS = frozenset(
-    {
-        "deferred",
-        "scheduled",
-        "queued",
-        "running",
-        "restarting",
-        "up_for_retry",
-        "up_for_reschedule",
-        "awaiting_input",
-    }
-)
 #: How often the task instance's state is read before the trigger gives up on knowing it.
 STATE_READS = 3
 
@@ -116,17 +99,14 @@ class KillableTrigger(BaseTrigger):
         await self.end_job_on_kill()
 
 
-def ends_the_job(state: str | None) -> bool:
-    """Whether a trigger cancelled while its task instance is in ``state`` (None: cleared;
-    :data:`NOT_FOUND`: its run is gone) ends the job: only when no try follows it any more."""
-    return state not in A_TRY_FOLLOWS
-
-
 async def _read_state(ti: Any) -> str | None:
-    """:func:`task_instance_state`, read again (up to :data:`STATE_READS` times) when it fails."""
+    """:func:`~airflow_provider_pathways.task_instance_state.read_task_instance_state`, read again (up
+    to :data:`STATE_READS` times) when it fails."""
+    from asgiref.sync import sync_to_async
+
     for attempt in range(1, STATE_READS + 1):
         try:
-            return await task_instance_state(ti)
+            return await sync_to_async(read_task_instance_state)(ti)
         except Exception:
             if attempt == STATE_READS:
                 raise
@@ -166,46 +146,3 @@ async def run_through_cancellation(work: Coroutine[Any, Any, None], limit: float
             current.uncancel()  # type: ignore[union-attr]  # the cancellations were answered
     job.result()
     return True
-
-
-async def task_instance_state(ti: Any) -> str | None:
-    """The state of the trigger's task instance now: None when it has none (cleared), and
-    :data:`NOT_FOUND` when it does not exist."""
-    from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS
-    from asgiref.sync import sync_to_async
-
-    if AIRFLOW_V_3_0_PLUS:
-        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
-        states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
-            dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=ti.map_index
-        )
-        # The execution API keys a mapped task instance as "<task_id>_<map_index>".
-        key = f"{ti.task_id}_{ti.map_index}" if ti.map_index >= 0 else ti.task_id
-        run = states.get(ti.run_id) or {}
-        if key not in run:
-            return NOT_FOUND
-        state = run[key]
-    else:
-        found = await sync_to_async(_state_from_database)(ti)
-        if found is None:
-            return NOT_FOUND
-        (state,) = found
-    return None if state is None else str(getattr(state, "value", state))
-
-
-def _state_from_database(ti: Any) -> Any:
-    """Airflow 2: the triggerer reads the metadata database; the row's state, or None without a row."""
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        return session.execute(
-            select(TaskInstance.state).where(
-                TaskInstance.dag_id == ti.dag_id,
-                TaskInstance.task_id == ti.task_id,
-                TaskInstance.run_id == ti.run_id,
-                TaskInstance.map_index == ti.map_index,
-            )
-        ).first()

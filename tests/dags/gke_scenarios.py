@@ -172,6 +172,19 @@ with DAG("gke_controller_rejects", schedule=None, start_date=START) as controlle
 with DAG("gke_preempted_then_retried", schedule=None, start_date=START) as preempted_then_retried:
     operator("train", "preempted", spec(), deferrable=True, annotations=knobs(program_seconds=1.5))
 
+# Marked failed while its create is on its way (the test holds the create in a relay behind
+# gke_slow, a connection the test makes): the try must not defer.
+with DAG("gke_marked_before_deferring", schedule=None, start_date=START) as marked_before_deferring:
+    PathwaysJobOperator(
+        task_id="train",
+        job=spec(),
+        namespace="marked-before-deferring",
+        kubernetes_conn_id="gke_slow",
+        deferrable=True,
+        retries=0,
+        annotations=knobs(program_seconds=30),
+    )
+
 with DAG("gke_metrics_preempted", schedule=None, start_date=START) as metrics_preempted:
     # the test preempts the first try's job once it has held its chips 2 s (its TPU-hours are not 0)
     operator("train", "metrics-preempted", spec(), deferrable=True, annotations=knobs(program_seconds=4))

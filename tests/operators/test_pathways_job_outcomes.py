@@ -5,12 +5,14 @@ outran, cleanup that fails, and outages longer than the task tolerates."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from airflow.providers.common.compat.sdk import AirflowException
+from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS
 
 from airflow_provider_pathways.airflow_features import RETRY_POLICIES
 from airflow_provider_pathways.gke.task_job import RELEASE_ATTEMPTS
@@ -18,6 +20,7 @@ from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
 from tests.dags.gke_scenarios import knobs, spec
 from tests.operators.test_pathways_job import running_jobset
 from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.airflow_versions import TASK_LOG_IN_OUTPUT
 from tests.support.kube_jobs import CONN, act_when, stand_in_objects
 from tests.support.lost_answer import LosingRelay
 from tests.support.task_kill import killed_when
@@ -343,4 +346,58 @@ def test_a_try_killed_while_creating_deletes_the_job_its_create_makes(
             operator.execute({"ti": _FirstTry(run_id="manual__killed_creating")})  # type: ignore[arg-type]
     logs = capfd.readouterr().out
     assert "Killed while submitting; ended PathwaysJob killed-creating/" in logs
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
+
+def _mark_running_task_failed(dag_id: str) -> None:
+    """What the UI's *Mark failed* does to a running task instance's row (the try is killed later,
+    at its next heartbeat)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import select
+
+    with create_session() as session:
+        (ti,) = session.scalars(
+            select(TaskInstance).where(
+                TaskInstance.dag_id == dag_id, TaskInstance.state == TaskInstanceState.RUNNING
+            )
+        )
+        ti.state = TaskInstanceState.FAILED
+
+
+@pytest.mark.skipif(not AIRFLOW_V_3_0_PLUS, reason="Airflow 2 records a deferral over the marked state")
+def test_a_task_instance_marked_failed_before_its_try_defers_ends_the_job(
+    kube: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user marks the task failed while its create is on its way, before Airflow's heartbeat kills
+    the try. Airflow 3 refuses to defer an ended task instance (the deferral's report fails), so no
+    trigger would watch the job: the try reads its task instance's state before it defers, ends the
+    job as the kill would, and stops (a soak found such a Slurm service left running)."""
+    namespace = "marked-before-deferring"
+    with LosingRelay("127.0.0.1", int(kube.url.rsplit(":", 1)[1])) as relay:
+        relay.hold("/pathwaysjobs", until_next=False)
+        config = yaml.safe_load(Path(kube.kubeconfig).read_text())
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = f"http://127.0.0.1:{relay.port}"
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(config))
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_GKE_SLOW",
+            json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}),
+        )
+
+        def mark_then_release() -> None:
+            assert relay.held.wait(60), "the create never came"
+            _mark_running_task_failed("gke_marked_before_deferring")
+            relay.release()
+
+        marker = threading.Thread(target=mark_then_release, daemon=True)
+        marker.start()
+        outcome = run_dag(load_dag(DAGS, "gke_marked_before_deferring"))["train"]
+        marker.join(30)
+    logs = capfd.readouterr().out
+    assert outcome.state == "failed" and outcome.try_number == 1
+    if TASK_LOG_IN_OUTPUT:
+        assert "The task instance is failed now" in logs
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []

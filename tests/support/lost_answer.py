@@ -12,7 +12,8 @@ connection is closed unanswered too, as a proxy's would be.
 ``hold(path_part, body_part)`` makes the next such POST a slow one: the relay keeps it (``held`` is
 set) and carries it out only when the next request of any kind reaches the relay, as a request
 still on its way reaches the cluster after its sender went on to something else (a killed try's
-search for its job). Its answer then goes back as usual.
+search for its job), or with ``until_next=False`` when the test calls ``release()``. Its answer
+then goes back as usual.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class LosingRelay:
         #: ``(method and path, answered)`` of every request relayed, in order
         self.requests: list[tuple[str, bool]] = []
         self._hold: tuple[str, bytes] | None = None
+        self._until_next = True
         #: set when a POST :meth:`hold` matched arrives; ``_release`` once the next request did
         self.held = threading.Event()
         self._release = threading.Event()
@@ -74,9 +76,15 @@ class LosingRelay:
         with self._lock:
             self._drops[(path_part, body_part)] = count
 
-    def hold(self, path_part: str, body_part: bytes = b"") -> None:
+    def hold(self, path_part: str, body_part: bytes = b"", *, until_next: bool = True) -> None:
+        """Hold the next matching POST until the next request (``until_next``) or :meth:`release`."""
         with self._lock:
             self._hold = (path_part, body_part)
+            self._until_next = until_next
+
+    def release(self) -> None:
+        """Carry a held request out now."""
+        self._release.set()
 
     def _take_hold(self, request_line: str, body: bytes) -> bool:
         """Whether this request is the one to hold; any other request releases a held one."""
@@ -88,7 +96,7 @@ class LosingRelay:
                     self._hold = None
                     self.held.set()
                     return True
-        if self.held.is_set():
+        if self.held.is_set() and self._until_next:
             self._release.set()
         return False
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_1_PLUS
 
+from airflow_provider_pathways import task_instance_state
 from airflow_provider_pathways.gke.objects import PATHWAYS_JOB, JobKind
 from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 from airflow_provider_pathways.triggers import killable
@@ -162,7 +163,8 @@ def test_every_task_instance_state_is_decided() -> None:
 
     killed = {"success", "failed", "skipped", "upstream_failed", "removed"}
     states = {state.value for state in TaskInstanceState}
-    assert states - (killed | killable.A_TRY_FOLLOWS) == set()  # (3.3 added awaiting_input)
-    assert not killed & killable.A_TRY_FOLLOWS
-    assert all(killable.ends_the_job(state) for state in (*killed, None, killable.NOT_FOUND))
-    assert not any(killable.ends_the_job(state) for state in killable.A_TRY_FOLLOWS)
+    follows, ends_the_job = task_instance_state.A_TRY_FOLLOWS, task_instance_state.ends_the_job
+    assert states - (killed | follows) == set()  # (3.3 added awaiting_input)
+    assert not killed & follows
+    assert all(ends_the_job(state) for state in (*killed, None, task_instance_state.NOT_FOUND))
+    assert not any(ends_the_job(state) for state in follows)
