@@ -241,7 +241,7 @@ class FollowedJob:
         self.log.info("Created %s (uid %s)", self._job, self._job.uid)
         return self._job.to_id()
 
-    def submission_may_have_gone_out(self, error: BaseException) -> bool:
+    def is_transient_error(self, error: BaseException) -> bool:
         from airflow_provider_pathways.hooks.kubernetes import is_transient
 
         return is_transient(error)

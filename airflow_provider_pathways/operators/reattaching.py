@@ -329,15 +329,33 @@ class ReattachingJobOperator(BaseOperator):
                 self.log.info("  | %s", line)
 
     def clean_up(self, action: str, remove: Callable[[], object]) -> bool:
-        """Delete or cancel the job once the try's outcome is known (``remove``); a failure is logged
-        (``Could not <action>``, and :attr:`left_behind`) and never changes that outcome. True when
-        it worked."""
-        try:
-            remove()
-        except Exception as err:
-            self.log.warning("Could not %s: %s; %s", action, describe_error(err), self.left_behind)
-            return False
-        return True
+        """Delete or cancel the job once the try's outcome is known (``remove``), riding out an
+        outage of up to ``outage_tolerance`` seconds (a job left behind bills its TPUs); a failure is
+        logged (``Could not <action>``, and :attr:`left_behind`) and never changes that outcome.
+        True when it worked."""
+        outage = OutageWindow(self.outage_tolerance, what="the cluster")
+        while True:
+            try:
+                remove()
+            except Exception as err:
+                if self.is_transient_error(err):
+                    try:
+                        delay = outage.failed(err, describe_error(err))
+                    except OutageTooLong:
+                        pass
+                    else:
+                        if outage.failures == 1:
+                            self.log.warning(
+                                "Could not %s yet: %s; retrying for up to %gs",
+                                action,
+                                describe_error(err),
+                                self.outage_tolerance,
+                            )
+                        time.sleep(delay)
+                        continue
+                self.log.warning("Could not %s: %s; %s", action, describe_error(err), self.left_behind)
+                return False
+            return True
 
     def fail_for_good(self, context: Context, error: ConnectionToFix) -> NoReturn:
         """The wait met an error no retry gets past (:class:`ConnectionToFix`: e.g. a Google
@@ -570,7 +588,7 @@ class ReattachingJobOperator(BaseOperator):
 
     def _submit(self, context: Context) -> JsonValue:
         """:meth:`submit_job`. When its answer is lost on the way (the cluster may have made the
-        job: :meth:`submission_may_have_gone_out`), the try loses sight of a job it cannot name:
+        job: :meth:`is_transient_error`), the try loses sight of a job it cannot name:
         :class:`~airflow_provider_pathways.failures.PathwaysWatchLost`, retried like an
         infrastructure failure, and the retry finds the job by its marks and follows it; the last
         try ends what it finds (:meth:`end_unclaimed_jobs`), so that nothing runs unwatched."""
@@ -581,7 +599,7 @@ class ReattachingJobOperator(BaseOperator):
         except AirflowException:
             raise
         except Exception as err:
-            if not self.submission_may_have_gone_out(err):
+            if not self.is_transient_error(err):
                 raise
             message = (
                 f"the answer to the submission was lost ({describe_error(err)}), so the job may have "
@@ -609,9 +627,10 @@ class ReattachingJobOperator(BaseOperator):
             raise AirflowException(f"The task was killed while submitting {job}; it was ended")
         return external_id
 
-    def submission_may_have_gone_out(self, error: BaseException) -> bool:
-        """Whether ``error``, raised by :meth:`submit_job`, leaves open that the cluster made the job
-        (a lost connection, a timeout, a server error): not a refusal."""
+    def is_transient_error(self, error: BaseException) -> bool:
+        """Whether ``error`` from the cluster's API may pass by itself (a lost connection, a timeout,
+        a server error, throttling): not a refusal. A submission that met it may have gone out; a
+        cleanup that met it is tried again (:meth:`clean_up`)."""
         return False
 
     def end_unclaimed_jobs(self, context: Context) -> list[str]:

@@ -280,7 +280,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         found = [job for job in self.marked_jobs(context) if job.active]
         return max(job.job_id for job in found) if found else None
 
-    def submission_may_have_gone_out(self, error: BaseException) -> bool:
+    def is_transient_error(self, error: BaseException) -> bool:
         return is_transient(error)
 
     def end_unclaimed_jobs(self, context: Context) -> list[str]:

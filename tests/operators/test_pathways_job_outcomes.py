@@ -156,6 +156,21 @@ def test_waiting_for_ready_fails_when_the_job_ends_first(
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
 
 
+def test_a_delete_that_meets_an_outage_is_tried_again_until_the_job_is_gone(
+    kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The job succeeded; the API server answers its delete with 503 for longer than one call's own
+    retries: the cleanup rides the outage out (within ``outage_tolerance``) instead of leaving a job
+    that bills its TPUs (a soak met an outage at a last try's cleanup)."""
+    namespace = "delete-refused"
+    faults(503, count=7, verb="DELETE")
+    outcome = run_dag(load_dag(DAGS, "gke_delete_refused_after_success"))["train"]
+    logs = capfd.readouterr().out
+    assert outcome.state == "success" and outcome.try_number == 1
+    assert "Could not delete PathwaysJob delete-refused/" in logs and "yet" in logs  # then it could
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
+
 def test_a_refused_delete_after_success_does_not_fail_the_task(
     kube: Any, faults: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
