@@ -4,13 +4,11 @@ outran, cleanup that fails, and outages longer than the task tolerates."""
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from airflow.providers.common.compat.sdk import AirflowException
 from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS
 
@@ -21,9 +19,9 @@ from tests.dags.gke_scenarios import knobs, spec
 from tests.operators.test_pathways_job import running_jobset
 from tests.support.airflow_runs import load_dag, run_dag
 from tests.support.airflow_versions import TASK_LOG_IN_OUTPUT
-from tests.support.kube_jobs import CONN, act_when, stand_in_objects
+from tests.support.kube_jobs import CONN, act_when, relayed_connection, stand_in_objects
 from tests.support.lost_answer import LosingRelay
-from tests.support.task_kill import killed_when
+from tests.support.task_kill import FirstTry, killed_when
 
 DAGS = "gke_scenarios.py"
 pytestmark = pytest.mark.usefixtures("kube")
@@ -315,19 +313,6 @@ def test_a_trigger_that_gives_up_keeps_the_job_for_the_retry(
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
 
 
-class _FirstTry:
-    """The task instance of a first try (no retries) as the task runner gives it."""
-
-    dag_id, task_id, map_index, try_number, max_tries = "gke_killed_submitting", "train", -1, 1, 0
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        self.xcom: dict[str, Any] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcom[key] = value
-
-
 def test_a_try_killed_while_creating_deletes_the_job_its_create_makes(
     kube: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -339,15 +324,7 @@ def test_a_try_killed_while_creating_deletes_the_job_its_create_makes(
     namespace = "killed-creating"
     with LosingRelay("127.0.0.1", int(kube.url.rsplit(":", 1)[1])) as relay:
         relay.hold("/pathwaysjobs")
-        config = yaml.safe_load(Path(kube.kubeconfig).read_text())
-        for cluster in config["clusters"]:
-            cluster["cluster"]["server"] = f"http://127.0.0.1:{relay.port}"
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(config))
-        monkeypatch.setenv(
-            "AIRFLOW_CONN_GKE_SLOW",
-            json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}),
-        )
+        monkeypatch.setenv("AIRFLOW_CONN_GKE_SLOW", relayed_connection(kube, relay.port, tmp_path))
         operator = PathwaysJobOperator(
             task_id="train",
             job=spec(),
@@ -358,7 +335,7 @@ def test_a_try_killed_while_creating_deletes_the_job_its_create_makes(
         )
         killed = pytest.raises(AirflowException, match="killed while submitting")
         with killed_when(operator, relay.held), killed:
-            operator.execute({"ti": _FirstTry(run_id="manual__killed_creating")})  # type: ignore[arg-type]
+            operator.execute({"ti": FirstTry("gke_killed_submitting", "manual__killed_creating")})  # type: ignore[arg-type]
     logs = capfd.readouterr().out
     assert "Killed while submitting; ended PathwaysJob killed-creating/" in logs
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
@@ -392,15 +369,7 @@ def test_a_task_instance_marked_failed_before_its_try_defers_ends_the_job(
     namespace = "marked-before-deferring"
     with LosingRelay("127.0.0.1", int(kube.url.rsplit(":", 1)[1])) as relay:
         relay.hold("/pathwaysjobs", until_next=False)
-        config = yaml.safe_load(Path(kube.kubeconfig).read_text())
-        for cluster in config["clusters"]:
-            cluster["cluster"]["server"] = f"http://127.0.0.1:{relay.port}"
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(config))
-        monkeypatch.setenv(
-            "AIRFLOW_CONN_GKE_SLOW",
-            json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}),
-        )
+        monkeypatch.setenv("AIRFLOW_CONN_GKE_SLOW", relayed_connection(kube, relay.port, tmp_path))
 
         def mark_then_release() -> None:
             assert relay.held.wait(60), "the create never came"

@@ -35,7 +35,7 @@ from tests.support.slurm_scripts import (
     stop_service,
     wait_until_alone,
 )
-from tests.support.task_kill import killed_when
+from tests.support.task_kill import FirstTry, killed_when
 
 DAGS = "slurm_scenarios.py"
 TRANSPORTS = ["slurm_rest", "slurm_ssh"]
@@ -712,19 +712,6 @@ def test_a_job_whose_submission_answer_was_lost_on_the_last_try_is_cancelled(
     assert job_state(job_id) == "CANCELLED"
 
 
-class _FirstTry:
-    """The task instance of a first try (no retries) as the task runner gives it."""
-
-    dag_id, task_id, map_index, try_number, max_tries = "killed_submitting", "train", -1, 1, 0
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        self.xcom: dict[str, Any] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcom[key] = value
-
-
 def test_a_try_killed_while_submitting_cancels_the_job_its_submission_makes(
     slurm_cluster: dict[str, str], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -751,7 +738,7 @@ def test_a_try_killed_while_submitting_cancels_the_job_its_submission_makes(
             killed_when(operator, relay.held),
             pytest.raises(AirflowException, match="killed while submitting"),
         ):
-            operator.execute({"ti": _FirstTry(run_id=f"manual__{name}")})  # type: ignore[arg-type]
+            operator.execute({"ti": FirstTry("killed_submitting", f"manual__{name}")})  # type: ignore[arg-type]
     logs = capfd.readouterr().out
     [[job_id]] = squeue("-t", "all", "-n", name, "-o", "%i")
     assert job_state(job_id) == "CANCELLED"

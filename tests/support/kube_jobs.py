@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
+
+import yaml
 
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 
@@ -64,6 +68,17 @@ async def async_wait_for(predicate: Callable[[], Awaitable[T]], timeout: float =
             return value
         await asyncio.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what or predicate}; last value {value!r}")
+
+
+def relayed_connection(kube: Any, port: int, directory: Path) -> str:
+    """An ``AIRFLOW_CONN_<ID>`` value: the stand-in's ``kubernetes`` connection with its API server
+    reached through a relay on ``port`` (its kubeconfig written in ``directory``)."""
+    config = yaml.safe_load(Path(kube.kubeconfig).read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = f"http://127.0.0.1:{port}"
+    kubeconfig = directory / "kubeconfig-relayed"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    return json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}})
 
 
 def stand_in_objects(kube: Any, plural: str, namespace: str) -> list[dict[str, Any]]:

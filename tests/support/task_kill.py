@@ -1,7 +1,7 @@
-"""A kill as Airflow 3's task runner delivers it: its supervisor sends SIGTERM to the task process,
-whose handler calls the operator's ``on_kill()`` in the main thread, wherever ``execute`` is, and
-then lets ``execute`` go on (``task_runner.py``, ``_on_term``; the SIGKILL 5 s later is not sent
-here)."""
+"""A first try's task instance, and a kill as Airflow 3's task runner delivers it: its supervisor
+sends SIGTERM to the task process, whose handler calls the operator's ``on_kill()`` in the main
+thread, wherever ``execute`` is, and then lets ``execute`` go on (``task_runner.py``, ``_on_term``;
+the SIGKILL 5 s later is not sent here)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,19 @@ import signal
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+
+class FirstTry:
+    """The task instance of a first try (no retries) as the task runner gives it to ``execute``."""
+
+    task_id, map_index, try_number, max_tries = "train", -1, 1, 0
+
+    def __init__(self, dag_id: str, run_id: str) -> None:
+        self.dag_id, self.run_id = dag_id, run_id
+        self.xcom: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
 
 
 @contextlib.contextmanager
