@@ -305,19 +305,23 @@ class JobSetController(Controller):
             for entry in status.get("replicatedJobsStatus") or []
         )
         message = _with_first(f"applying {action} failure policy action", target)
+
+        def reached_max() -> bool:
+            self._fail(
+                status,
+                "ReachedMaxRestarts",
+                _with_first("jobset failed due to reaching max number of restarts", target),
+                pending_events,
+            )
+            return True
+
         if action == "FailJobSet":
             self._fail(status, "FailJobSetFailurePolicyAction", message, pending_events)
         elif action in RESTART_ALL:
             if action == "RestartJobSet" and (
                 (RESTART_JOB in gates and counted_all >= max_restarts) or counted >= max_restarts
             ):
-                self._fail(
-                    status,
-                    "ReachedMaxRestarts",
-                    _with_first("jobset failed due to reaching max number of restarts", target),
-                    pending_events,
-                )
-                return True
+                return reached_max()
             status["restarts"] = int(status.get("restarts", 0)) + 1
             if action == "RestartJobSet":
                 status["restartsCountTowardsMax"] = counted + 1
@@ -329,13 +333,7 @@ class JobSetController(Controller):
             pending_events.append(("Warning", f"{action}FailurePolicyAction", message))
         elif action in RESTART_ONE and RESTART_JOB in gates:
             if action == "RestartJob" and counted_all >= max_restarts:
-                self._fail(
-                    status,
-                    "ReachedMaxRestarts",
-                    _with_first("jobset failed due to reaching max number of restarts", target),
-                    pending_events,
-                )
-                return True
+                return reached_max()
             self._restart_job(jobset, status, target, count=action == "RestartJob")
             pending_events.append(("Warning", f"{action}FailurePolicyAction", message))
         else:
