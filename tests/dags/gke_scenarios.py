@@ -185,6 +185,18 @@ with DAG("gke_marked_before_deferring", schedule=None, start_date=START) as mark
         annotations=knobs(program_seconds=30),
     )
 
+# A JobSet that restarts once (maxRestarts 1) after the test fails its program: JobSet v0.12's
+# RestartingJobSet condition is True until every Job is ready again.
+with DAG("gke_restarting", schedule=None, start_date=START) as restarting:
+    operator(
+        "train",
+        "restarting",
+        spec(max_restarts=1),
+        deferrable=True,
+        retries=0,
+        annotations=knobs(program_seconds=4),
+    )
+
 with DAG("gke_metrics_preempted", schedule=None, start_date=START) as metrics_preempted:
     # the test preempts the first try's job once it has held its chips 2 s (its TPU-hours are not 0)
     operator("train", "metrics-preempted", spec(), deferrable=True, annotations=knobs(program_seconds=4))

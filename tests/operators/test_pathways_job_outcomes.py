@@ -19,7 +19,7 @@ from tests.dags.gke_scenarios import knobs, spec
 from tests.operators.test_pathways_job import running_jobset
 from tests.support.airflow_runs import load_dag, run_dag
 from tests.support.airflow_versions import TASK_LOG_IN_OUTPUT
-from tests.support.kube_jobs import CONN, act_when, relayed_connection, stand_in_objects
+from tests.support.kube_jobs import CONN, act_when, held_for, relayed_connection, stand_in_objects
 from tests.support.lost_answer import LosingRelay
 from tests.support.task_kill import FirstTry, killed_when
 
@@ -385,3 +385,27 @@ def test_a_task_instance_marked_failed_before_its_try_defers_ends_the_job(
     if TASK_LOG_IN_OUTPUT:
         assert "The task instance is failed now" in logs
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
+
+def test_a_jobset_that_restarts_is_followed_through_its_restart_to_its_success(
+    kube: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The program fails once; the JobSet (maxRestarts 1) restarts, its ``RestartingJobSet``
+    condition True until every Job is ready again (jobset v0.12 ``failure_policy.go``,
+    ``jobset_controller.go``): the wait reads it as active, not failed, and follows the restarted
+    program to its success in the same try."""
+    namespace = "restarting"
+    watcher = act_when(
+        held_for(1, lambda: running_jobset(kube, namespace, 2)),
+        lambda name: kube.action(namespace, name, "fail-program", exit_code=1),
+    )
+    outcome = run_dag(load_dag(DAGS, "gke_restarting"))["train"]
+    watcher.join(5)
+    logs = capfd.readouterr().out
+    assert watcher.failures == []  # type: ignore[attr-defined]
+    assert outcome.state == "success" and outcome.try_number == 1
+    assert outcome.xcom["status"]["restarts"] == 1
+    if TASK_LOG_IN_OUTPUT:
+        assert "the JobSet is restarting" in logs
+    assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
+
