@@ -741,6 +741,8 @@ def test_a_try_killed_while_submitting_cancels_the_job_its_submission_makes(
             operator.execute({"ti": FirstTry("killed_submitting", f"manual__{name}")})  # type: ignore[arg-type]
     logs = capfd.readouterr().out
     [[job_id]] = squeue("-t", "all", "-n", name, "-o", "%i")
+    # cancelled: COMPLETING while slurmd ends the batch script, then CANCELLED
+    wait_for(lambda: job_state(job_id) != "COMPLETING", f"job {job_id} to end", 30)
     assert job_state(job_id) == "CANCELLED"
     assert f"Killed while submitting; ended Slurm job {job_id}" in logs
 
