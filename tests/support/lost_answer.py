@@ -81,6 +81,8 @@ class LosingRelay:
         with self._lock:
             self._hold = (path_part, body_part)
             self._until_next = until_next
+            self.held.clear()  # a relay holds again after an earlier hold was carried out
+            self._release.clear()
 
     def release(self) -> None:
         """Carry a held request out now."""
