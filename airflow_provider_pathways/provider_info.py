@@ -20,6 +20,7 @@ HOW_TO_GUIDES = (
     "operators/cancel_slurm_job.html",
     "operators/cache_cleanup.html",
     "operators/cache_lifecycle.html",
+    "operators/sweep_pathways_jobs.html",
 )
 
 
@@ -277,6 +278,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_pathways.operators.pathways_job",
                     "airflow_provider_pathways.operators.slurm",
                     "airflow_provider_pathways.operators.gcs",
+                    "airflow_provider_pathways.operators.sweep",
                 ],
             }
         ],
@@ -347,4 +349,6 @@ def get_provider_info() -> dict[str, Any]:
             "airflow_provider_pathways.links.GKEWorkloadLink",
             "airflow_provider_pathways.links.CloudLoggingLink",
         ],
+        # ``airflow pathways ...`` (Airflow loads providers' commands from 3.2; cli.py).
+        "cli": ["airflow_provider_pathways.cli.get_cli_commands"],
     }

@@ -4,6 +4,7 @@ job its tries follow: the trigger reads it when it is cancelled, the try before 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 #: What :func:`read_task_instance_state` answers for a task instance that does not exist (any more).
@@ -32,46 +33,90 @@ def ends_the_job(state: str | None) -> bool:
     return state not in A_TRY_FOLLOWS
 
 
+#: A task instance's key: dag id, task id, run id, map index (-1 when not mapped).
+TaskInstanceKey = tuple[str, str, str, int]
+
+
+def task_instance_key(ti: Any) -> TaskInstanceKey:
+    """The key of ``ti`` (anything with ``dag_id``, ``task_id``, ``run_id`` and ``map_index``)."""
+    map_index = getattr(ti, "map_index", -1)
+    return (str(ti.dag_id), str(ti.task_id), str(ti.run_id), -1 if map_index is None else int(map_index))
+
+
 def read_task_instance_state(ti: Any) -> str | None:
     """The state of ``ti`` now: None when it has none (cleared), and :data:`NOT_FOUND` when it does
-    not exist. Airflow 3 asks the execution API (through the task's or the triggerer's supervisor);
-    Airflow 2 reads the metadata database."""
+    not exist. See :func:`read_task_instance_states`."""
+    key = task_instance_key(ti)
+    return read_task_instance_states([key])[key]
+
+
+def read_task_instance_states(keys: Iterable[TaskInstanceKey]) -> dict[TaskInstanceKey, str | None]:
+    """The state of each task instance now (None: cleared; :data:`NOT_FOUND`: it does not exist).
+    In an Airflow 3 task or triggerer, through the execution API (its supervisor: one request per
+    DAG); elsewhere (Airflow 2, the ``airflow`` CLI), from the metadata database."""
+    wanted = set(keys)
+    found = _states_from_execution_api(wanted) if _has_execution_api() else _states_from_database(wanted)
+    return {
+        key: NOT_FOUND if key not in found else None if found[key] is None else _state_text(found[key])
+        for key in wanted
+    }
+
+
+def _state_text(state: Any) -> str:
+    return str(getattr(state, "value", state))
+
+
+def _has_execution_api() -> bool:
+    """Whether this process talks to Airflow 3's execution API through a supervisor (a task's or the
+    triggerer's); a CLI command or Airflow 2 reads the database."""
     from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS
 
-    if AIRFLOW_V_3_0_PLUS:
-        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+    if not AIRFLOW_V_3_0_PLUS:
+        return False
+    from airflow.sdk.execution_time import task_runner
 
-        map_index = getattr(ti, "map_index", -1)
-        map_index = -1 if map_index is None else int(map_index)
+    return getattr(task_runner, "SUPERVISOR_COMMS", None) is not None
+
+
+def _states_from_execution_api(keys: set[TaskInstanceKey]) -> dict[TaskInstanceKey, Any]:
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    found: dict[TaskInstanceKey, Any] = {}
+    for dag_id in sorted({key[0] for key in keys}):
+        of_dag = [key for key in keys if key[0] == dag_id]
+        map_indexes = {key[3] for key in of_dag}
         states = RuntimeTaskInstance.get_task_states(
-            dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=map_index
+            dag_id=dag_id,
+            task_ids=sorted({key[1] for key in of_dag}),
+            run_ids=sorted({key[2] for key in of_dag}),
+            map_index=next(iter(map_indexes)) if len(map_indexes) == 1 else None,
         )
-        # The execution API keys a mapped task instance as "<task_id>_<map_index>".
-        key = f"{ti.task_id}_{map_index}" if map_index >= 0 else ti.task_id
-        run = states.get(ti.run_id) or {}
-        if key not in run:
-            return NOT_FOUND
-        state = run[key]
-    else:
-        found = _state_from_database(ti)
-        if found is None:
-            return NOT_FOUND
-        (state,) = found
-    return None if state is None else str(getattr(state, "value", state))
+        for key in of_dag:
+            _, task_id, run_id, map_index = key
+            # The execution API keys a mapped task instance as "<task_id>_<map_index>".
+            name = f"{task_id}_{map_index}" if map_index >= 0 else task_id
+            run = states.get(run_id) or {}
+            if name in run:
+                found[key] = run[name]
+    return found
 
 
-def _state_from_database(ti: Any) -> Any:
-    """Airflow 2: the row's state, or None without a row."""
+def _states_from_database(keys: set[TaskInstanceKey]) -> dict[TaskInstanceKey, Any]:
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
-    from sqlalchemy import select
+    from sqlalchemy import select, tuple_
 
+    found: dict[TaskInstanceKey, Any] = {}
+    ordered = sorted(keys)
+    columns = (TaskInstance.dag_id, TaskInstance.task_id, TaskInstance.run_id, TaskInstance.map_index)
     with create_session() as session:
-        return session.execute(
-            select(TaskInstance.state).where(
-                TaskInstance.dag_id == ti.dag_id,
-                TaskInstance.task_id == ti.task_id,
-                TaskInstance.run_id == ti.run_id,
-                TaskInstance.map_index == ti.map_index,
-            )
-        ).first()
+        for start in range(0, len(ordered), _DATABASE_BATCH):
+            batch = ordered[start : start + _DATABASE_BATCH]
+            rows = session.execute(select(*columns, TaskInstance.state).where(tuple_(*columns).in_(batch)))
+            for dag_id, task_id, run_id, map_index, state in rows:
+                found[(dag_id, task_id, run_id, int(map_index))] = state
+    return found
+
+
+#: Task instances read from the metadata database in one query.
+_DATABASE_BATCH = 500

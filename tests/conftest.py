@@ -106,6 +106,7 @@ END_TO_END_MODULES = (
     "sensors/test_pathways_job.py",
     "operators/test_dry_run.py",
     "notifications/test_failure.py",
+    "operators/test_sweep.py",
 )
 
 

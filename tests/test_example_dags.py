@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import EXAMPLE_BUCKET
 from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.kube_jobs import wait_for
 
 pytestmark = pytest.mark.usefixtures("kube", "gcs")
 
@@ -63,3 +64,22 @@ def test_batch_inference_example_hands_the_proxy_address_downstream_and_tears_do
     assert outcomes["wait_for_slices"].xcom["return_value"] == address
     assert outcomes["run_inference[1]"].xcom["return_value"] == {"shard": 1, "backend": address}
     assert jobs_in(kube, "default") == []
+
+
+@pytest.mark.end_to_end
+def test_sweep_example_ends_the_job_of_a_deleted_dag_run(kube: Any) -> None:
+    """A job handed on by a task that succeeded once it was ready, whose DAG run a user then deleted:
+    nothing else would ever end it. The maintenance example, given its namespace, deletes it."""
+    from tests.dags.gke_sweep import NAMESPACE
+    from tests.operators.test_sweep import delete_runs, jobs_by_task
+
+    assert run_dag(load_dag("gke_sweep.py", "gke_sweep_run_deleted"))["served"].state == "success"
+    delete_runs("gke_sweep_run_deleted")
+    assert "served" in jobs_by_task(kube)
+    outcome = run_dag(
+        load_dag("example_pathways_sweep.py", "example_pathways_sweep"), {"namespaces": [NAMESPACE]}
+    )
+    assert outcome["sweep"].state == "success"
+    swept = {row["task_id"]: row["outcome"] for row in outcome["sweep"].xcom["return_value"]}
+    assert swept["served"] == "ended"
+    wait_for(lambda: "served" not in jobs_by_task(kube), timeout=30)

@@ -65,7 +65,7 @@ def test_gke_operators_run_with_every_template_field_from_xcom(kube: Any) -> Non
     outcomes = run_dag(load_dag(DAGS, "xcomarg_gke"))
 
     assert {task: o.state for task, o in outcomes.items()} == dict.fromkeys(
-        ("settings", "job", "ready", "submitted", "delete"), "success"
+        ("settings", "job", "ready", "submitted", "sweep", "delete"), "success"
     )
     job = outcomes["job"].xcom
     assert (job["name"], job["namespace"]) == ("xcomarg-job", GKE_NAMESPACE)
@@ -74,6 +74,8 @@ def test_gke_operators_run_with_every_template_field_from_xcom(kube: Any) -> Non
     assert "/kubernetes/job/europe-west4/xcom-cluster/" in job["_link_GKEWorkloadLink"]
     assert job["_link_GKEWorkloadLink"].endswith("project=xcom-project")
     assert outcomes["ready"].xcom["return_value"] == job["proxy_address"]
+    (swept,) = outcomes["sweep"].xcom["return_value"]
+    assert (swept["task_id"], swept["outcome"]) == ("job", "kept")
     metadata = outcomes["submitted"].xcom["return_value"]
     assert GKE_LABELS.items() <= metadata["labels"].items()
     assert GKE_ANNOTATIONS.items() <= metadata["annotations"].items()

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -30,6 +31,8 @@ from airflow_provider_pathways.gke.objects import (
 )
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.gke.spec.checks import label_value_error
+from airflow_provider_pathways.sweep import format_states, parse_states
+from airflow_provider_pathways.task_instance_state import TaskInstanceKey
 
 LABEL_PREFIX = "airflow.apache.org"
 _DIGEST_LENGTH = 8
@@ -109,6 +112,36 @@ class TaskIdentity:
     def default_name(self) -> str:
         return default_job_name(self.dag_id, self.task_id, self.run_id, self.map_index)
 
+    def key(self) -> TaskInstanceKey:
+        return (self.dag_id, self.task_id, self.run_id, self.map_index)
+
+    def annotation(self) -> str:
+        """The task instance, exactly, as :data:`TASK_INSTANCE_ANNOTATION` holds it (labels carry
+        safe values only: a run id's ``:`` and ``+`` become a hash)."""
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_annotation(cls, text: str | None) -> TaskIdentity | None:
+        """The task instance :meth:`annotation` wrote; None when ``text`` is not one."""
+        try:
+            data = json.loads(text or "")
+            identity = cls(
+                str(data["dag_id"]), str(data["task_id"]), str(data["run_id"]), int(data["map_index"])
+            )
+        except (ValueError, TypeError, KeyError):
+            return None
+        return identity
+
+
+#: Annotation naming the job's task instance exactly (JSON: ``dag_id``, ``task_id``, ``run_id``,
+#: ``map_index``): a sweep reads its state.
+TASK_INSTANCE_ANNOTATION = f"{LABEL_PREFIX}/task-instance"
+#: Annotation listing the task instance states in which the job's task leaves it running on purpose
+#: (:func:`~airflow_provider_pathways.sweep.left_running_when`): a sweep leaves it alone then.
+LEFT_RUNNING_ANNOTATION = f"{LABEL_PREFIX}/left-running-when"
+#: A label every job of this provider carries: the selector that lists them all.
+TASK_LABEL = f"{LABEL_PREFIX}/task_id"
+
 
 def load_spec(job: object) -> PathwaysJobSpec:
     """The spec from a ``PathwaysJobSpec``, a manifest mapping or YAML text; TypeError otherwise."""
@@ -131,10 +164,16 @@ def place_spec(
     annotations: Mapping[str, str],
     queue_name: str | None = None,
     priority_class: str | None = None,
+    left_running: Collection[str] | None = None,
 ) -> PathwaysJobSpec:
     """The spec named (given name, the spec's, else the task's default) and labelled: the spec's
-    labels, then the task's, then the given ones, then Kueue's queue and priority class."""
+    labels, then the task's, then the given ones, then Kueue's queue and priority class. Annotated
+    with the spec's and the given annotations, then the task instance and, when given, the states in
+    which the task leaves the job running (``left_running``), which a sweep reads."""
     merged = {**(spec.labels or {}), **task.labels(), **labels}
+    own = {TASK_INSTANCE_ANNOTATION: task.annotation()}
+    if left_running is not None:
+        own[LEFT_RUNNING_ANNOTATION] = format_states(left_running)
     if queue_name:
         merged[QUEUE_NAME_LABEL] = queue_name
     if priority_class:
@@ -144,7 +183,7 @@ def place_spec(
         name=name or spec.name or task.default_name(),
         namespace=namespace,
         labels=merged,
-        annotations={**(spec.annotations or {}), **annotations},
+        annotations={**(spec.annotations or {}), **annotations, **own},
     )
 
 
@@ -192,6 +231,18 @@ def carries_owner_labels(obj: Mapping[str, Any], owner: Mapping[str, str]) -> bo
 def owner_selector(owner: Mapping[str, str]) -> str:
     """The label selector that finds a task instance's jobs."""
     return ",".join(f"{k}={v}" for k, v in sorted(owner.items()))
+
+
+def task_instance_of(obj: Mapping[str, Any]) -> TaskIdentity | None:
+    """The task instance the job belongs to, from its annotation; None without one."""
+    return TaskIdentity.from_annotation(
+        (_metadata(obj).get("annotations") or {}).get(TASK_INSTANCE_ANNOTATION)
+    )
+
+
+def left_running_of(obj: Mapping[str, Any]) -> frozenset[str] | None:
+    """The states in which the job's task leaves it running; None when it names none."""
+    return parse_states((_metadata(obj).get("annotations") or {}).get(LEFT_RUNNING_ANNOTATION))
 
 
 def followed_by_try(obj: Mapping[str, Any]) -> int | None:

@@ -47,11 +47,13 @@ from airflow_provider_pathways.gke.objects import (
 from airflow_provider_pathways.gke.status import (
     FAILURE_LOG_LINES,
     PathwaysJobStatus,
+    Phase,
     details_needed,
     summarize,
 )
 from airflow_provider_pathways.gke.task_job import (
     RELEASE_ATTEMPTS,
+    TASK_LABEL,
     JobRef,
     Release,
     delete_preconditions,
@@ -370,6 +372,15 @@ class SharedClient:
 #: The async API clients of each event loop, by connection settings: one client, TLS context and
 #: connection pool for all the triggers of a triggerer that use one connection.
 SHARED_CLIENTS: LoopShared[SharedClient] = LoopShared(lambda shared: shared.closer.aclose())
+
+
+@dataclass(frozen=True)
+class ProviderJob:
+    """A job this provider made, as listed: its object, which job it is, and its phase then."""
+
+    obj: dict[str, Any]
+    ref: JobRef
+    phase: Phase
 
 
 class PathwaysJobHook(KubernetesHook):
@@ -874,6 +885,58 @@ class PathwaysJobHook(KubernetesHook):
                     found.append(JobRef.of(obj, kind.value))
         return found
 
+    async def a_provider_jobs(self, namespace: str) -> list[ProviderJob]:
+        """Every job this provider made in ``namespace`` (its objects carry the owner labels), of
+        either kind, each with the phase its own objects show (a PathwaysJob's JobSet is read with
+        it, not as a job of its own)."""
+        listed: dict[JobKind, list[dict[str, Any]]] = {}
+        async with self.a_client() as api_client:
+            api = async_client.CustomObjectsApi(api_client)
+            for kind in JobKind:
+                coordinates = kind.resource.coordinates(namespace)
+                listing: dict[str, Any] = await self._call(
+                    lambda: api.list_namespaced_custom_object(
+                        **coordinates,  # noqa: B023  (called at once)
+                        label_selector=TASK_LABEL,
+                    ),
+                    gone={},
+                )
+                listed[kind] = listing.get("items") or []
+        jobsets = {(obj.get("metadata") or {}).get("name"): obj for obj in listed[JobKind.JOBSET]}
+        found = []
+        for kind, objects in listed.items():
+            for obj in objects:
+                if kind is JobKind.JOBSET and _owned_by_pathways_job(obj):
+                    continue
+                name = str((obj.get("metadata") or {}).get("name"))
+                is_pathways_job = kind is JobKind.PATHWAYS_JOB
+                phase = summarize(
+                    name=name,
+                    namespace=namespace,
+                    pathways_job=obj if is_pathways_job else None,
+                    jobset=jobsets.get(name) if is_pathways_job else obj,
+                    expect_pathways_job=is_pathways_job,
+                ).phase
+                found.append(ProviderJob(obj, JobRef.of(obj, kind.value), phase))
+        return found
+
+    async def a_delete_as_read(self, job: ProviderJob) -> Release | None:
+        """Delete the job only if it is still exactly as it was read (UID and resourceVersion):
+        ``Release.DELETE`` when deleted, ``Release.GONE`` when already gone, None when it changed
+        meanwhile (a try marked it, say) and was left alone."""
+        try:
+            deleted = await self.a_delete_job(
+                job.ref.name,
+                job.ref.namespace,
+                JobKind(job.ref.kind),
+                preconditions=delete_preconditions(job.obj),
+            )
+        except AsyncApiException as err:
+            if err.status != _CONFLICT:
+                raise
+            return None
+        return Release.DELETE if deleted else Release.GONE
+
     async def a_release_job(self, ref: JobRef, owner: Mapping[str, str], try_number: int | None) -> Release:
         """Delete the job if it is still this task instance's and no newer try follows it; the delete
         names the UID and resourceVersion the decision was taken on, and is decided again when the
@@ -911,4 +974,6 @@ class PathwaysJobHook(KubernetesHook):
     get_status = blocking(a_get_status)
     mark_followed = blocking(a_mark_followed)
     owned_jobs = blocking(a_owned_jobs)
+    provider_jobs = blocking(a_provider_jobs)
+    delete_as_read = blocking(a_delete_as_read)
     release_job = blocking(a_release_job)

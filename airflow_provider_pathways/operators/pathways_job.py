@@ -77,6 +77,7 @@ from airflow_provider_pathways.operators.submitted import (
 from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.operators.usage import MeasuredPathwaysJob
 from airflow_provider_pathways.reattach_rules import JobJudgement, KeptJob, Verdict
+from airflow_provider_pathways.sweep import left_running_when
 from airflow_provider_pathways.transient import (
     CONNECTION_TO_FIX,
     DEFAULT_OUTAGE_TOLERANCE,
@@ -585,6 +586,7 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
                 annotations=rendered_mapping(self.annotations, "annotations"),
                 queue_name=self.queue_name,
                 priority_class=self.priority_class,
+                left_running=self.left_running_when(),
             )
             if self.validate_spec:
                 spec.validate(kind=self.kind)
@@ -598,6 +600,16 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
 
     def required_slices(self, spec: PathwaysJobSpec) -> int:
         return required_slices(spec, self.min_slices)
+
+    def left_running_when(self) -> frozenset[str]:
+        """The task instance states in which this task leaves its job running (a sweep reads them
+        from the job): ``success`` when it hands the job on (``wait_until`` created or ready), and
+        what ``delete_on`` keeps."""
+        return left_running_when(
+            hands_on=self.wait_until != WaitUntil.FINISHED.value,
+            ends_on_kill="kill" in self.delete_on,
+            ends_on_failure="failure" in self.delete_on,
+        )
 
     _identity_pushed = False
 

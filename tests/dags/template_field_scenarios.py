@@ -24,6 +24,7 @@ from airflow_provider_pathways.operators.slurm import (
     SlurmJobOperator,
 )
 from airflow_provider_pathways.operators.slurm_base import SlurmJobBaseOperator
+from airflow_provider_pathways.operators.sweep import PathwaysJobSweepOperator
 from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
 from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
 
@@ -114,6 +115,10 @@ with DAG("xcomarg_gke", schedule=None, start_date=START) as xcomarg_gke:
             "annotations": body["metadata"].get("annotations", {}),
         }
 
+    # a sweep of the namespace keeps the job its task handed on once ready
+    sweep = PathwaysJobSweepOperator(
+        task_id="sweep", namespaces=values["namespace"], kubernetes_conn_id=values["conn"]
+    )
     delete = DeletePathwaysJobOperator(
         task_id="delete",
         job_name=values["name"],
@@ -121,7 +126,7 @@ with DAG("xcomarg_gke", schedule=None, start_date=START) as xcomarg_gke:
         kubernetes_conn_id=values["conn"],
         deletion_timeout=30,
     )
-    job >> ready >> submitted(values["namespace"], values["name"]) >> delete
+    job >> ready >> submitted(values["namespace"], values["name"]) >> sweep >> delete
 
 
 def cache_values() -> dict[str, Any]:

@@ -408,4 +408,3 @@ def test_a_jobset_that_restarts_is_followed_through_its_restart_to_its_success(
     if TASK_LOG_IN_OUTPUT:
         assert "the JobSet is restarting" in logs
     assert stand_in_objects(kube, "pathwaysjobs", namespace) == []
-

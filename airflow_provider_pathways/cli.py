@@ -1,0 +1,65 @@
+"""The provider's ``airflow pathways`` commands (provider info ``cli``; Airflow loads them where its
+CLI takes providers' commands): ``sweep-gke`` lists the jobs this provider made in a cluster, with
+each one's task instance and its state, and ends those no task instance follows any more
+(:mod:`airflow_provider_pathways.sweep`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+
+def get_cli_commands() -> list[Any]:
+    """The ``pathways`` command group (imports no client library: Airflow builds its parser at
+    every CLI start)."""
+    from airflow.cli.cli_config import ActionCommand, Arg, GroupCommand, lazy_load_command
+
+    sweep_gke = ActionCommand(
+        name="sweep-gke",
+        help="End the PathwaysJobs and JobSets no task instance follows any more",
+        description=(
+            "Lists the jobs this provider made in the namespaces (their owner labels) that have not ended, "
+            "with each one's task instance and its state, and deletes those whose task instance ended or no "
+            "longer exists, unless its task leaves it running then (wait_until created/ready, delete_on). "
+            "Each delete names the UID and resourceVersion it judged. --dry-run ends nothing."
+        ),
+        func=lazy_load_command("airflow_provider_pathways.cli.sweep_gke_command"),
+        args=(
+            Arg(
+                ("--conn-id",),
+                default="kubernetes_default",
+                help="The Pathways-on-GKE or cncf-kubernetes connection (default: kubernetes_default)",
+            ),
+            Arg(
+                ("--namespace",),
+                action="append",
+                help="A namespace to sweep (repeat for several; default: the connection's, then default)",
+            ),
+            Arg(("--dry-run",), action="store_true", help="Report what would be ended; end nothing"),
+        ),
+    )
+    return [
+        GroupCommand(
+            name="pathways",
+            help="Find and end the Pathways jobs no task instance follows any more",
+            subcommands=(sweep_gke,),
+        )
+    ]
+
+
+def sweep_gke_command(args: argparse.Namespace) -> None:
+    """``airflow pathways sweep-gke``: print the sweep's table."""
+    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+    from airflow_provider_pathways.operators.sweep import sweep_gke
+    from airflow_provider_pathways.sweep import report
+
+    hook = PathwaysJobHook(kubernetes_conn_id=args.conn_id)
+    try:
+        namespaces = args.namespace or [hook.resolve_namespace(None)]
+        swept = sweep_gke(hook, namespaces, dry_run=args.dry_run, log=logging.getLogger(__name__))
+    finally:
+        hook.close()
+    if args.dry_run:
+        print("Dry run: nothing was ended")
+    print(report(swept))

@@ -1,0 +1,136 @@
+"""The sweep (PathwaysJobSweepOperator, dag.test against the Kubernetes stand-in): it ends the jobs
+no task instance follows any more, and only those, as a maintenance DAG would run it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_pathways.gke.task_job import TASK_INSTANCE_ANNOTATION, TaskIdentity, place_spec
+from tests.dags.gke_scenarios import CONN, knobs, spec
+from tests.dags.gke_sweep import NAMESPACE
+from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.kube_jobs import stand_in_objects, wait_for
+
+DAGS = "gke_sweep.py"
+pytestmark = pytest.mark.usefixtures("kube")
+TASK_LABEL = "airflow.apache.org/task_id"
+
+
+def _set_state(dag_id: str, task_id: str, state: str) -> None:
+    """What the UI's *Mark failed* does to a task instance that is no longer running: its row's
+    state changes, and no try runs to be killed."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    with create_session() as session:
+        session.execute(
+            update(TaskInstance)
+            .where(TaskInstance.dag_id == dag_id, TaskInstance.task_id == task_id)
+            .values(state=state)
+        )
+
+
+def delete_runs(dag_id: str) -> None:
+    """What deleting a DAG run in the UI does: the run and its task instances are gone."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        for run in session.scalars(select(DagRun).where(DagRun.dag_id == dag_id)):
+            session.delete(run)
+
+
+def _airflow_cli(*args: str) -> str:
+    """``airflow <args>`` as an operator runs it beside the deployment (same home, connections)."""
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("airflow")), *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def _table_row(table: str, task_instance: str) -> str:
+    (row,) = [line for line in table.splitlines() if task_instance in line]
+    return row
+
+
+def jobs_by_task(kube: Any) -> dict[str, dict[str, Any]]:
+    return {
+        job["metadata"]["labels"][TASK_LABEL]: job
+        for job in stand_in_objects(kube, "pathwaysjobs", NAMESPACE)
+        if not job["metadata"].get("deletionTimestamp")
+    }
+
+
+def _older_providers_job(kube: Any) -> None:
+    """A running job with the owner labels but no task instance annotation, as a provider version
+    before the sweep made it."""
+    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+
+    placed = place_spec(
+        spec(),
+        TaskIdentity("older_dag", "older_task", "manual__older", -1),
+        name="older-job",
+        namespace=NAMESPACE,
+        labels={},
+        annotations=knobs(program_seconds=600),
+    )
+    manifest = placed.to_pathwaysjob()
+    del manifest["metadata"]["annotations"][TASK_INSTANCE_ANNOTATION]
+    PathwaysJobHook(kubernetes_conn_id=CONN).create_job(manifest, NAMESPACE)
+
+
+def test_a_sweep_ends_the_jobs_no_task_instance_follows_and_only_those(kube: Any) -> None:
+    """Four jobs handed on by tasks that succeeded once they were ready; then a user marks two of
+    those task instances failed (no try runs to be killed, so nothing ends their jobs) and deletes
+    another's DAG run. A dry run (the operator, in a DAG) reports what it would end; the sweep (the
+    ``airflow pathways sweep-gke`` command) ends the job whose task instance was marked failed and
+    the one whose run is gone, and leaves the job handed on, the job whose task keeps a killed job
+    (``delete_on`` without ``kill``), and a job that names no task instance (an older provider
+    version's)."""
+    subjects = run_dag(load_dag(DAGS, "gke_sweep_subjects"))
+    assert {task: outcome.state for task, outcome in subjects.items()} == dict.fromkeys(
+        ("handed_on", "marked_failed_later", "kept_on_kill"), "success"
+    )
+    assert run_dag(load_dag(DAGS, "gke_sweep_run_deleted"))["served"].state == "success"
+    _older_providers_job(kube)
+    _set_state("gke_sweep_subjects", "marked_failed_later", "failed")
+    _set_state("gke_sweep_subjects", "kept_on_kill", "failed")
+    delete_runs("gke_sweep_run_deleted")
+    before = jobs_by_task(kube)
+    assert set(before) == {"handed_on", "marked_failed_later", "kept_on_kill", "served", "older_task"}
+
+    dry = run_dag(load_dag(DAGS, "gke_sweep_dry_run"))["sweep"]
+    assert dry.state == "success"
+    reported = {row["task_id"]: row for row in dry.xcom["return_value"]}
+    assert {task: row["outcome"] for task, row in reported.items()} == {
+        "handed_on": "kept",
+        "marked_failed_later": "would end",
+        "kept_on_kill": "kept",
+        "served": "would end",
+    }
+    assert reported["served"]["state"] == "not found"
+    assert reported["kept_on_kill"]["reason"] == "its task leaves it running when failed"
+    assert set(jobs_by_task(kube)) == set(before)  # the dry run ended nothing
+
+    # the sweep, as an operator runs it from the CLI (it reads the metadata database)
+    table = _airflow_cli("pathways", "sweep-gke", "--conn-id", CONN, "--namespace", NAMESPACE)
+    assert table.splitlines()[-1] == "2 ended, 2 kept"
+    assert _table_row(table, "gke_sweep_subjects.marked_failed_later").startswith("ended")
+    assert _table_row(table, "gke_sweep_run_deleted.served").startswith("ended")
+    wait_for(lambda: set(jobs_by_task(kube)) == {"handed_on", "kept_on_kill", "older_task"}, timeout=30)
+    for job in jobs_by_task(kube).values():  # what the sweep kept stays as it was
+        assert job["metadata"]["uid"] == before[job["metadata"]["labels"][TASK_LABEL]]["metadata"]["uid"]
+    for name in ("handed_on", "kept_on_kill", "older_task"):
+        kube.request(
+            "DELETE",
+            f"/apis/pathways-job.pathways.domain/v1/namespaces/{NAMESPACE}/pathwaysjobs/"
+            + before[name]["metadata"]["name"],
+        )

@@ -1,0 +1,118 @@
+"""The sweep's rule (airflow_provider_pathways.sweep): which active job a sweep ends, by its task
+instance's state (the states of airflow-core's ``TaskInstanceState``) and what its task leaves
+running; the marks a GKE job carries for it."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_pathways.gke.task_job import (
+    LEFT_RUNNING_ANNOTATION,
+    TASK_INSTANCE_ANNOTATION,
+    TaskIdentity,
+    left_running_of,
+    place_spec,
+    task_instance_of,
+)
+from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
+from airflow_provider_pathways.operators.sweep import PathwaysJobSweepOperator
+from airflow_provider_pathways.sweep import SweptJob, Verdict, judge, left_running_when, report
+from airflow_provider_pathways.task_instance_state import A_TRY_FOLLOWS, NOT_FOUND
+from tests.dags.gke_scenarios import spec
+
+DEFAULT_POLICY = left_running_when(hands_on=False, ends_on_kill=True, ends_on_failure=True)
+
+
+@pytest.mark.parametrize("state", sorted(A_TRY_FOLLOWS))
+def test_a_job_a_try_follows_or_will_follow_is_kept(state: str) -> None:
+    assert judge(state, DEFAULT_POLICY)[0] is Verdict.KEEP
+
+
+def test_a_cleared_task_instance_keeps_its_job_for_the_next_try() -> None:
+    """No state: cleared; the scheduler starts a new try, which reattaches or ends it per the clear
+    rules."""
+    verdict, reason = judge(None, DEFAULT_POLICY)
+    assert verdict is Verdict.KEEP and "cleared" in reason
+
+
+@pytest.mark.parametrize("state", ["failed", "success", "skipped", "upstream_failed", "removed", NOT_FOUND])
+def test_a_job_of_an_ended_or_gone_task_instance_is_ended(state: str) -> None:
+    assert judge(state, DEFAULT_POLICY)[0] is Verdict.END
+
+
+def test_what_the_task_leaves_running_is_kept() -> None:
+    handed_on = left_running_when(hands_on=True, ends_on_kill=True, ends_on_failure=True)
+    kept_on_kill = left_running_when(hands_on=False, ends_on_kill=False, ends_on_failure=True)
+    kept_failed = left_running_when(hands_on=False, ends_on_kill=True, ends_on_failure=False)
+    assert handed_on == {"success"} and kept_failed == {"failed"}
+    assert kept_on_kill == {"failed", "success", "skipped"}
+    assert judge("success", handed_on)[0] is Verdict.KEEP
+    assert judge("failed", handed_on)[0] is Verdict.END
+    assert judge("failed", kept_failed)[0] is Verdict.KEEP
+    assert judge(NOT_FOUND, kept_on_kill)[0] is Verdict.END  # a deleted run is not a kill
+
+
+def test_a_job_that_names_no_policy_is_kept() -> None:
+    verdict, reason = judge("failed", None)
+    assert verdict is Verdict.KEEP and "end it by hand" in reason
+
+
+def test_a_placed_job_names_its_task_instance_exactly_and_its_policy() -> None:
+    """Labels hold safe values only (a run id's ``:`` and ``+`` become a hash): the annotation holds
+    the task instance as Airflow names it."""
+    task = TaskIdentity("dag", "train", "scheduled__2026-12-06T00:00:00+00:00", 3)
+    placed = place_spec(
+        spec(), task, name=None, namespace="ns", labels={}, annotations={}, left_running={"success"}
+    )
+    job = placed.to_pathwaysjob()
+    assert task_instance_of(job) == task
+    assert left_running_of(job) == {"success"}
+    assert job["metadata"]["annotations"][LEFT_RUNNING_ANNOTATION] == "success"
+    # the user's annotations cannot stand for another task instance
+    forged = place_spec(
+        spec(), task, name=None, namespace="ns", labels={}, annotations={TASK_INSTANCE_ANNOTATION: "{}"}
+    )
+    assert task_instance_of(forged.to_pathwaysjob()) == task
+
+
+@pytest.mark.parametrize("text", [None, "", "{}", "not json", '{"dag_id": "d"}', "[1]"])
+def test_an_unreadable_task_instance_annotation_names_none(text: str | None) -> None:
+    assert TaskIdentity.from_annotation(text) is None
+
+
+@pytest.mark.parametrize(
+    ("wait_until", "delete_on", "left"),
+    [
+        ("finished", ("success", "failure", "kill"), set()),
+        ("ready", ("failure", "kill"), {"success"}),
+        ("created", ("failure",), {"success", "failed", "skipped"}),
+        ("finished", ("success", "kill"), {"failed"}),
+    ],
+)
+def test_the_operator_names_what_it_leaves_running(
+    wait_until: str, delete_on: tuple[str, ...], left: set[str]
+) -> None:
+    task = PathwaysJobOperator(task_id="t", job=spec(), wait_until=wait_until, delete_on=delete_on)
+    assert task.left_running_when() == left
+
+
+def test_the_sweep_operator_takes_one_namespace_or_several() -> None:
+    assert PathwaysJobSweepOperator(task_id="s", namespaces="a").swept_namespaces() == ["a"]
+    assert PathwaysJobSweepOperator(task_id="s", namespaces=["a", "b"]).swept_namespaces() == ["a", "b"]
+    with pytest.raises(TypeError, match="namespaces: expected a namespace or a list"):
+        PathwaysJobSweepOperator(task_id="s", namespaces=["a", 3]).swept_namespaces()  # type: ignore[list-item]
+
+
+def test_the_report_names_each_job_its_task_instance_and_what_became_of_it() -> None:
+    rows = [
+        SweptJob.judged(
+            "GKE", "PathwaysJob ns/a", ("dag", "t", "run", -1), "failed", frozenset()
+        ).with_outcome("ended"),
+        SweptJob.judged("GKE", "PathwaysJob ns/b", ("dag", "t", "run", 2), "running", frozenset()),
+    ]
+    lines = report(rows).splitlines()
+    assert lines[0].split() == ["OUTCOME", "JOB", "TASK", "INSTANCE", "STATE", "WHY"]
+    assert lines[1].split()[:5] == ["ended", "PathwaysJob", "ns/a", "dag.t", "run"]
+    assert "dag.t[2] run" in lines[2] and lines[2].startswith("kept")
+    assert lines[-1] == "1 ended, 1 kept"
+    assert report([]) == "No active job of this provider found."
