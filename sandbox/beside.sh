@@ -22,7 +22,8 @@ stop_background() {
 trap 'stop_background; rm -f "$log" "$foreground_log"; exit 130' INT TERM
 trap 'rm -f "$log" "$foreground_log"' EXIT
 
-"$@" 2>&1 | tee "$foreground_log"
+# Unbuffered: through the pipe, Python would print the suite's progress in 8 KiB blocks.
+PYTHONUNBUFFERED=1 "$@" 2>&1 | tee "$foreground_log"
 foreground=${PIPESTATUS[0]}
 echo "== $title (ran beside the command above; waiting for it to end)"
 wait "$pid"
