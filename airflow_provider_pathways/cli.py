@@ -1,7 +1,7 @@
-"""The provider's ``airflow pathways`` commands (provider info ``cli``; Airflow loads them where its
-CLI takes providers' commands): ``sweep-gke`` lists the jobs this provider made in a cluster, with
-each one's task instance and its state, and ends those no task instance follows any more
-(:mod:`airflow_provider_pathways.sweep`)."""
+"""The provider's ``airflow pathways`` commands (provider info ``cli``; Airflow's CLI loads
+providers' commands from 3.2; before, ``python -m airflow_provider_pathways.cli`` runs the same):
+``sweep-gke`` lists the jobs this provider made in a cluster, with each one's task instance and its
+state, and ends those no task instance follows any more (:mod:`airflow_provider_pathways.sweep`)."""
 
 from __future__ import annotations
 
@@ -63,3 +63,21 @@ def sweep_gke_command(args: argparse.Namespace) -> None:
     if args.dry_run:
         print("Dry run: nothing was ended")
     print(report(swept))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m airflow_provider_pathways.cli <command>``: the ``airflow pathways`` commands
+    where Airflow's CLI does not load providers' commands (before 3.2)."""
+    parser = argparse.ArgumentParser(prog="python -m airflow_provider_pathways.cli")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in get_cli_commands()[0].subcommands:
+        sub = commands.add_parser(command.name, help=command.help, description=command.description)
+        for arg in command.args:
+            arg.add_to_parser(sub)
+        sub.set_defaults(func=command.func)
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

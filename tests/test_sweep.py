@@ -116,3 +116,21 @@ def test_the_report_names_each_job_its_task_instance_and_what_became_of_it() -> 
     assert "dag.t[2] run" in lines[2] and lines[2].startswith("kept")
     assert lines[-1] == "1 ended, 1 kept"
     assert report([]) == "No active job of this provider found."
+
+
+def test_the_sweep_command_runs_as_a_module_where_airflow_loads_no_providers_commands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Airflow's CLI loads providers' commands from 3.2 (``ProvidersManager._discover_cli_command``);
+    before, ``python -m airflow_provider_pathways.cli`` takes the same arguments."""
+    from airflow_provider_pathways.cli import get_cli_commands, main
+    from airflow_provider_pathways.provider_info import get_provider_info
+
+    assert get_provider_info()["cli"] == ["airflow_provider_pathways.cli.get_cli_commands"]
+    (group,) = get_cli_commands()
+    assert group.name == "pathways" and [c.name for c in group.subcommands] == ["sweep-gke"]
+    with pytest.raises(SystemExit) as done:
+        main(["sweep-gke", "--help"])
+    assert done.value.code == 0
+    usage = capsys.readouterr().out
+    assert all(flag in usage for flag in ("--conn-id", "--namespace", "--dry-run"))
