@@ -8,7 +8,9 @@ task instance follows it, or will (:data:`~airflow_provider_pathways.task_instan
 or no state: cleared, a try is to come), and its task would not have left it running in that state.
 It closes what no try can: a deferred task instance marked failed before any triggerer ran its
 trigger (Airflow deletes the trigger unrun), a worker lost after its last try, a DAG run deleted
-while its job ran.
+while its job ran. A job whose task instance is not found is ended only when its DAG has runs in
+this deployment: a namespace or Slurm user that two Airflow deployments share holds jobs of DAGs
+the other one runs.
 """
 
 from __future__ import annotations
@@ -56,9 +58,14 @@ class Verdict(str, Enum):
     KEEP = "keep"
 
 
-def judge(state: str | None, left_running: frozenset[str] | None) -> tuple[Verdict, str]:
+def judge(
+    state: str | None, left_running: frozenset[str] | None, dag_has_runs: bool = True
+) -> tuple[Verdict, str]:
     """Whether a sweep ends an active job whose task instance is in ``state`` (None: cleared;
-    :data:`NOT_FOUND`: gone), and why."""
+    :data:`NOT_FOUND`: gone), and why. A task instance not found whose DAG has no run in this
+    deployment (``dag_has_runs`` False) may be another Airflow deployment's: its job is kept."""
+    if state == NOT_FOUND and not dag_has_runs:
+        return Verdict.KEEP, "its DAG has no run here (another Airflow deployment's job?): end it by hand"
     if state == NOT_FOUND:
         return Verdict.END, "its task instance no longer exists"
     if state is None:
@@ -99,9 +106,10 @@ class SweptJob:
         key: TaskInstanceKey,
         state: str | None,
         left_running: frozenset[str] | None,
+        dag_has_runs: bool = True,
     ) -> SweptJob:
         """The job judged, not yet acted on (outcome ``kept`` or ``would end``)."""
-        verdict, reason = judge(state, left_running)
+        verdict, reason = judge(state, left_running, dag_has_runs)
         dag_id, task_id, run_id, map_index = key
         outcome = "would end" if verdict is Verdict.END else "kept"
         return cls(platform, job, dag_id, task_id, run_id, map_index, state, verdict.value, reason, outcome)

@@ -62,6 +62,49 @@ def read_task_instance_states(keys: Iterable[TaskInstanceKey]) -> dict[TaskInsta
     }
 
 
+def read_run_states(dag_id: str, task_id: str, map_index: int) -> dict[str, str | None]:
+    """The state of the task instance ``dag_id.task_id[map_index]`` in each run that has it, by
+    run id (None: cleared); through the execution API or the database as
+    :func:`read_task_instance_states`."""
+    if _has_execution_api():
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+        name = f"{task_id}_{map_index}" if map_index >= 0 else task_id
+        runs = RuntimeTaskInstance.get_task_states(dag_id=dag_id, task_ids=[task_id], map_index=map_index)
+        found = {run_id: states[name] for run_id, states in runs.items() if name in states}
+    else:
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            rows = session.execute(
+                select(TaskInstance.run_id, TaskInstance.state).where(
+                    TaskInstance.dag_id == dag_id,
+                    TaskInstance.task_id == task_id,
+                    TaskInstance.map_index == map_index,
+                )
+            )
+            found = dict(rows.tuples().all())
+    return {run_id: None if state is None else _state_text(state) for run_id, state in found.items()}
+
+
+def dags_with_runs(dag_ids: Iterable[str]) -> set[str]:
+    """Those of ``dag_ids`` that have a DAG run in this Airflow deployment (a job of a DAG with none
+    may be another deployment's)."""
+    wanted = sorted(set(dag_ids))
+    if _has_execution_api():
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+        return {dag_id for dag_id in wanted if RuntimeTaskInstance.get_dr_count(dag_id=dag_id) > 0}
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return set(session.scalars(select(DagRun.dag_id).where(DagRun.dag_id.in_(wanted)).distinct()))
+
+
 def _state_text(state: Any) -> str:
     return str(getattr(state, "value", state))
 

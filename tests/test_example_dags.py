@@ -68,18 +68,25 @@ def test_batch_inference_example_hands_the_proxy_address_downstream_and_tears_do
 
 @pytest.mark.end_to_end
 def test_sweep_example_ends_the_job_of_a_deleted_dag_run(kube: Any) -> None:
-    """A job handed on by a task that succeeded once it was ready, whose DAG run a user then deleted:
-    nothing else would ever end it. The maintenance example, given its namespace, deletes it."""
+    """A job handed on by a task that succeeded once it was ready, whose DAG run a user then deleted
+    (the DAG's later run stays): nothing else would ever end it. The maintenance example, given its
+    namespace, deletes it and keeps the later run's."""
     from tests.dags.gke_sweep import NAMESPACE
-    from tests.operators.test_sweep import delete_runs, jobs_by_task
+    from tests.operators.test_sweep import delete_run, jobs
 
-    assert run_dag(load_dag("gke_sweep.py", "gke_sweep_run_deleted"))["served"].state == "success"
-    delete_runs("gke_sweep_run_deleted")
-    assert "served" in jobs_by_task(kube)
+    deleted = run_dag(load_dag("gke_sweep.py", "gke_sweep_run_deleted"))["served"]
+    later = run_dag(load_dag("gke_sweep.py", "gke_sweep_run_deleted"))["served"]
+    delete_run("gke_sweep_run_deleted", deleted.run_id)
+    before = jobs(kube)
     outcome = run_dag(
         load_dag("example_pathways_sweep.py", "example_pathways_sweep"), {"namespaces": [NAMESPACE]}
     )
     assert outcome["sweep"].state == "success"
-    swept = {row["task_id"]: row["outcome"] for row in outcome["sweep"].xcom["return_value"]}
-    assert swept["served"] == "ended"
-    wait_for(lambda: "served" not in jobs_by_task(kube), timeout=30)
+    swept = {row["run_id"]: row for row in outcome["sweep"].xcom["return_value"]}
+    assert (swept[deleted.run_id]["outcome"], swept[later.run_id]["outcome"]) == ("ended", "kept")
+    gone = swept[deleted.run_id]["job"].rsplit("/", 1)[1]
+    wait_for(lambda: set(jobs(kube)) == set(before) - {gone}, timeout=30)
+    kept = swept[later.run_id]["job"].rsplit("/", 1)[1]
+    kube.request(
+        "DELETE", f"/apis/pathways-job.pathways.domain/v1/namespaces/{NAMESPACE}/pathwaysjobs/{kept}"
+    )

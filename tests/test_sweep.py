@@ -16,6 +16,16 @@ from airflow_provider_pathways.gke.task_job import (
 )
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
 from airflow_provider_pathways.operators.sweep import PathwaysJobSweepOperator
+from airflow_provider_pathways.slurm.job import (
+    comment_owner,
+    comment_role,
+    followed_by_try,
+    following_comment,
+    marked_comment,
+    owner_words,
+    parse_scontrol_record,
+    task_instance_marker,
+)
 from airflow_provider_pathways.sweep import SweptJob, Verdict, judge, left_running_when, report
 from airflow_provider_pathways.task_instance_state import A_TRY_FOLLOWS, NOT_FOUND
 from tests.dags.gke_scenarios import spec
@@ -50,6 +60,13 @@ def test_what_the_task_leaves_running_is_kept() -> None:
     assert judge("failed", handed_on)[0] is Verdict.END
     assert judge("failed", kept_failed)[0] is Verdict.KEEP
     assert judge(NOT_FOUND, kept_on_kill)[0] is Verdict.END  # a deleted run is not a kill
+
+
+def test_a_job_of_a_dag_with_no_run_here_is_kept() -> None:
+    """Its task instance is not found, and its DAG has no run in this deployment: another Airflow
+    deployment sharing the namespace or Slurm user may follow it."""
+    verdict, reason = judge(NOT_FOUND, DEFAULT_POLICY, dag_has_runs=False)
+    assert verdict is Verdict.KEEP and "another Airflow deployment" in reason
 
 
 def test_a_job_that_names_no_policy_is_kept() -> None:
@@ -128,9 +145,43 @@ def test_the_sweep_command_runs_as_a_module_where_airflow_loads_no_providers_com
 
     assert get_provider_info()["cli"] == ["airflow_provider_pathways.cli.get_cli_commands"]
     (group,) = get_cli_commands()
-    assert group.name == "pathways" and [c.name for c in group.subcommands] == ["sweep-gke"]
+    assert group.name == "pathways" and [c.name for c in group.subcommands] == ["sweep-gke", "sweep-slurm"]
     with pytest.raises(SystemExit) as done:
         main(["sweep-gke", "--help"])
     assert done.value.code == 0
     usage = capsys.readouterr().out
     assert all(flag in usage for flag in ("--conn-id", "--namespace", "--dry-run"))
+
+
+def test_a_slurm_comment_names_the_task_instance_but_keeps_its_run_id_off_the_cluster() -> None:
+    """Every cluster user sees comments: the run is found by the marker's digest; dag and task ids
+    hold no spaces (airflow-core's ``KEY_REGEX``), so the words split cleanly."""
+    marker = task_instance_marker("serving", "start_pathways", "scheduled__2026-12-06T00:00:00+00:00", -1)
+    owner = owner_words("serving", "start_pathways", None, {"success"})
+    comment = following_comment(marker, 2, "pathways-service", owner)
+    assert "scheduled__" not in comment
+    found = comment_owner(comment)
+    assert found is not None
+    assert (found.dag_id, found.task_id, found.map_index, found.left_running) == (
+        "serving",
+        "start_pathways",
+        -1,
+        {"success"},
+    )
+    assert found.is_run("scheduled__2026-12-06T00:00:00+00:00") and not found.is_run("manual__other")
+    assert followed_by_try(comment, marker) == 2 and comment_role(comment) == "pathways-service"
+    # what an earlier version wrote names no owner: a sweep leaves such a job alone
+    assert comment_owner(marked_comment(marker, "job", 1)) is None
+    assert comment_owner("dag=a task=b map=-1") is None  # not this provider's marker
+
+
+def test_scontrol_reads_back_the_comment_with_its_owner_words() -> None:
+    """``scontrol -o show job`` prints the comment unquoted: only its own keys end a free-text value."""
+    marker = task_instance_marker("d", "t", "r", 3)
+    comment = marked_comment(marker, "job", 1, owner_words("d.x", "t-1", 3, set()))
+    line = f"JobId=7 JobName=d.t UserId=pathways(1000) JobState=RUNNING Comment={comment} StdOut=/tmp/o"
+    fields = parse_scontrol_record(line)
+    assert fields["Comment"] == comment and fields["StdOut"] == "/tmp/o"
+    found = comment_owner(fields["Comment"])
+    assert found is not None and (found.dag_id, found.task_id, found.map_index) == ("d.x", "t-1", 3)
+    assert found.left_running == frozenset()

@@ -102,8 +102,11 @@ def test_slurm_operators_run_with_every_template_field_from_xcom(
     outcomes = run_dag(load_dag(DAGS, "xcomarg_slurm"), conf)
 
     assert {task: o.state for task, o in outcomes.items()} == dict.fromkeys(
-        ("slurm_settings", "service", "sensor", "workload", "stop"), "success"
+        ("slurm_settings", "service", "sweep", "sensor", "workload", "stop"), "success"
     )
+    # the sweep kept the service its task handed on once ready (the workload had ended)
+    swept = {str(row["job"]): row["outcome"] for row in outcomes["sweep"].xcom["return_value"]}
+    assert swept == {f"Slurm job {outcomes['service'].xcom['job_id']}": "kept"}
     assert outcomes["service"].xcom["proxy_address"].startswith("grpc://")
     assert (
         outcomes["sensor"].xcom["return_value"]["proxy_address"] == outcomes["service"].xcom["proxy_address"]

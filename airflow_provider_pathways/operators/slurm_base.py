@@ -33,10 +33,12 @@ from airflow_provider_pathways.slurm.end_states import JobOutcome, job_outcome
 from airflow_provider_pathways.slurm.errors import SlurmJobLost, is_transient
 from airflow_provider_pathways.slurm.job import (
     JOB_ROLE,
+    SERVICE_ROLE,
     followed_by_try,
     following_comment,
     is_marked,
     marked_comment,
+    owner_words,
     task_instance_marker,
 )
 from airflow_provider_pathways.slurm.submit import (
@@ -45,6 +47,7 @@ from airflow_provider_pathways.slurm.submit import (
     environment_text,
     script_problems,
 )
+from airflow_provider_pathways.sweep import left_running_when
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     describe_error,
@@ -189,13 +192,27 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         ti = context["ti"]
         return task_instance_marker(ti.dag_id, ti.task_id, ti.run_id, getattr(ti, "map_index", None))
 
+    def sweep_marks(self, context: Context) -> str:
+        """The owner words of every job this task instance submits: its task instance and the states
+        in which the task leaves the job running (a sweep reads them): ``success`` for a service,
+        handed on once ready; a kill's and a failure's states with ``cancel_on_kill=False``."""
+        ti = context["ti"]
+        left = left_running_when(
+            hands_on=self.job_role == SERVICE_ROLE,
+            ends_on_kill=self.cancel_on_kill,
+            ends_on_failure=self.cancel_on_kill,
+        )
+        return owner_words(ti.dag_id, ti.task_id, getattr(ti, "map_index", None), left)
+
     def submission_request(self, context: Context) -> SubmitRequest:
         """The submission, every field checked (ValueError/TypeError naming the field)."""
         return SubmitRequest.build(
             script=self.script,
             script_path=self.script_path,
             job_name=self.submitted_job_name(context),
-            comment=marked_comment(self.marker(context), self.job_role, submitting_try(context)),
+            comment=marked_comment(
+                self.marker(context), self.job_role, submitting_try(context), self.sweep_marks(context)
+            ),
             partition=self.partition,
             account=self.account,
             qos=self.qos,
@@ -438,7 +455,9 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         if try_number <= 1 or self._job_id is None:
             return
         try:
-            self.hook.set_job_comment(self._job_id, following_comment(marker, try_number, self.job_role))
+            self.hook.set_job_comment(
+                self._job_id, following_comment(marker, try_number, self.job_role, self.sweep_marks(context))
+            )
         except Exception as err:
             self.log.warning(
                 "Could not mark Slurm job %s as followed by try %s: %s",

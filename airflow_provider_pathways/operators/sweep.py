@@ -1,10 +1,10 @@
 """Sweep the provider's jobs that no task instance follows any more (:mod:`airflow_provider_pathways.sweep`):
-the operator a maintenance DAG schedules, and the sweep itself, which ``airflow pathways sweep-gke``
-runs too."""
+the operators a maintenance DAG schedules, and the sweeps themselves, which ``airflow pathways
+sweep-gke`` and ``sweep-slurm`` run too."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -12,8 +12,15 @@ from airflow.providers.common.compat.sdk import BaseOperator
 
 from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.gke.task_job import Release, left_running_of, task_instance_of
+from airflow_provider_pathways.slurm.job import SERVICE_ROLE, comment_fields, comment_owner
+from airflow_provider_pathways.slurm.service import cancel_services
 from airflow_provider_pathways.sweep import CHANGED, ENDED, GONE, SweptJob, Verdict, report
-from airflow_provider_pathways.task_instance_state import read_task_instance_states
+from airflow_provider_pathways.task_instance_state import (
+    NOT_FOUND,
+    dags_with_runs,
+    read_run_states,
+    read_task_instance_states,
+)
 
 if TYPE_CHECKING:
     import logging
@@ -22,18 +29,25 @@ if TYPE_CHECKING:
     from airflow.sdk.types import Logger
 
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+    from airflow_provider_pathways.hooks.slurm import SlurmHook
 
 #: A job listed while it is being deleted is left to that delete.
 _ENDING = {Phase.TERMINATING, Phase.DELETED}
 
 
 def sweep_gke(
-    hook: PathwaysJobHook, namespaces: Sequence[str], *, dry_run: bool, log: Logger | logging.Logger
+    hook: PathwaysJobHook,
+    namespaces: Sequence[str],
+    *,
+    dry_run: bool,
+    log: Logger | logging.Logger,
+    dag_ids: Collection[str] | None = None,
 ) -> list[SweptJob]:
     """Judge every active job of this provider in ``namespaces`` by its task instance's state now and
-    end (unless ``dry_run``) those no try follows: each delete names the UID and resourceVersion the
-    judgement read, so a job a try marked meanwhile is left alone (outcome ``changed``). A job
-    without the task instance annotation (an older provider version's) is reported, never ended."""
+    end (unless ``dry_run``) those no try follows (only jobs of ``dag_ids`` when given): each delete
+    names the UID and resourceVersion the judgement read, so a job a try marked meanwhile is left
+    alone (outcome ``changed``). A job without the task instance annotation (an older provider
+    version's) is reported, never ended."""
     active = [
         job
         for namespace in namespaces
@@ -41,7 +55,11 @@ def sweep_gke(
         if not job.phase.terminal and job.phase not in _ENDING
     ]
     identities = {job.ref: task_instance_of(job.obj) for job in active}
-    states = read_task_instance_states(identity.key() for identity in identities.values() if identity)
+    if dag_ids is not None:
+        active = [job for job in active if (i := identities[job.ref]) is not None and i.dag_id in dag_ids]
+    known = [identity for identity in (identities[job.ref] for job in active) if identity is not None]
+    states = read_task_instance_states(identity.key() for identity in known)
+    has_runs = dags_with_runs(identity.dag_id for identity in known if states[identity.key()] == NOT_FOUND)
     swept = []
     for job in active:
         identity = identities[job.ref]
@@ -49,7 +67,12 @@ def sweep_gke(
             log.warning("%s names no task instance (made by an older provider version): left alone", job.ref)
             continue
         row = SweptJob.judged(
-            "GKE", str(job.ref), identity.key(), states[identity.key()], left_running_of(job.obj)
+            "GKE",
+            str(job.ref),
+            identity.key(),
+            states[identity.key()],
+            left_running_of(job.obj),
+            dag_has_runs=identity.dag_id in has_runs or states[identity.key()] != NOT_FOUND,
         )
         if row.verdict == Verdict.END.value and not dry_run:
             released = hook.delete_as_read(job)
@@ -58,6 +81,80 @@ def sweep_gke(
             )
         swept.append(row)
     return swept
+
+
+def sweep_slurm(
+    hook: SlurmHook,
+    *,
+    dry_run: bool,
+    log: Logger | logging.Logger,
+    dag_ids: Collection[str] | None = None,
+) -> list[SweptJob]:
+    """Judge every active job of the connection's user that this provider submitted (its comment's
+    marker) by its task instance's state now, and cancel (unless ``dry_run``) those no try follows
+    (only jobs of ``dag_ids`` when given): a Pathways service job with its worker array, as its
+    task's kill does. The task instance is the one the comment names whose run matches the marker's
+    digest; none matching: its run is gone.
+    Each job is read again just before it is cancelled, and left alone (outcome ``changed``) when
+    its comment changed meanwhile (a new try took it over). A job whose comment names no task
+    instance (an older provider version's) is reported, never cancelled."""
+    active = [
+        job
+        for job in hook.get_user_jobs()
+        if job.array_task_id is None and job.active and comment_fields(job.comment) is not None
+    ]
+    runs: dict[tuple[str, str, int], dict[str, str | None]] = {}
+    swept = []
+    for job in active:
+        owner = comment_owner(job.comment)
+        if owner is None:
+            log.warning(
+                "Slurm job %s names no task instance (an older provider version's): left alone", job.job_id
+            )
+            continue
+        if dag_ids is not None and owner.dag_id not in dag_ids:
+            continue
+        task = (owner.dag_id, owner.task_id, owner.map_index)
+        if task not in runs:
+            runs[task] = read_run_states(*task)
+        run_id = next((run for run in runs[task] if owner.is_run(run)), None)
+        state = NOT_FOUND if run_id is None else runs[task][run_id]
+        key = (owner.dag_id, owner.task_id, run_id or "?", owner.map_index)
+        has_runs = state != NOT_FOUND or bool(dags_with_runs([owner.dag_id]))
+        row = SweptJob.judged("Slurm", f"Slurm job {job.job_id}", key, state, owner.left_running, has_runs)
+        if row.verdict == Verdict.END.value and not dry_run:
+            row = row.with_outcome(_cancel_as_read(hook, job.job_id, job.comment, log))
+        swept.append(row)
+    return swept
+
+
+def _cancel_as_read(hook: SlurmHook, job_id: int, comment: str | None, log: Logger | logging.Logger) -> str:
+    """Cancel the job (a service with its worker array) if it is still active with ``comment``."""
+    now = hook.get_job(job_id)
+    if now is None or not now.active:
+        return GONE
+    if now.comment != comment:
+        return CHANGED
+    if (comment_fields(comment) or {}).get("role") != SERVICE_ROLE:
+        return ENDED if hook.cancel_job(job_id) else GONE
+    results = hook.run_on_private_loop(lambda: cancel_services(hook, [job_id]))
+    for result in results:
+        log.info("%s (swept)", result.describe())
+    failures = [result.ended for result in results if isinstance(result.ended, BaseException)]
+    if failures:
+        raise failures[0]
+    return ENDED if results[0].ended else GONE
+
+
+def swept_dag_ids(given: object) -> frozenset[str] | None:
+    """``dag_ids`` once rendered: one DAG id or a list of them; None or empty: every DAG."""
+    if given is None or given == "" or given == []:
+        return None
+    if isinstance(given, str):
+        return frozenset({given})
+    if not isinstance(given, Sequence) or not all(isinstance(d, str) and d for d in given):
+        raise TypeError(f"dag_ids: expected a DAG id or a list of them, got {given!r}")
+    return frozenset(given)
 
 
 class PathwaysJobSweepOperator(BaseOperator):
@@ -78,10 +175,11 @@ class PathwaysJobSweepOperator(BaseOperator):
     :param namespaces: the namespaces to sweep (templated); default: the connection's, then
         ``default``.
     :param kubernetes_conn_id: the Pathways-on-GKE (or cncf-kubernetes) connection (templated).
+    :param dag_ids: sweep only the jobs of these DAGs (templated); default: every DAG's.
     :param dry_run: report what would be ended, end nothing.
     """
 
-    template_fields: Sequence[str] = ("namespaces", "kubernetes_conn_id")
+    template_fields: Sequence[str] = ("namespaces", "kubernetes_conn_id", "dag_ids")
     ui_color = "#fce8e6"
 
     def __init__(
@@ -92,11 +190,13 @@ class PathwaysJobSweepOperator(BaseOperator):
         cluster_context: str | None = None,
         config_file: str | None = None,
         in_cluster: bool | None = None,
+        dag_ids: Sequence[str] | None = None,
         dry_run: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.namespaces = namespaces
+        self.dag_ids = dag_ids
         self.kubernetes_conn_id = kubernetes_conn_id
         self.cluster_context = cluster_context
         self.config_file = config_file
@@ -122,6 +222,65 @@ class PathwaysJobSweepOperator(BaseOperator):
         return list(given)
 
     def execute(self, context: Context) -> list[dict[str, object]]:
-        swept = sweep_gke(self.hook, self.swept_namespaces(), dry_run=self.report_only, log=self.log)
+        swept = sweep_gke(
+            self.hook,
+            self.swept_namespaces(),
+            dry_run=self.report_only,
+            log=self.log,
+            dag_ids=swept_dag_ids(self.dag_ids),
+        )
         self.log.info("%s\n%s", "Dry run: nothing was ended" if self.report_only else "Swept", report(swept))
+        return [row.to_dict() for row in swept]
+
+
+class SlurmJobSweepOperator(BaseOperator):
+    """
+    Cancel the Slurm jobs this provider submitted that no task instance follows any more.
+
+    Lists the active jobs of the connection's user whose comment carries the provider's marker,
+    reads the state of the task instance each one names, and cancels a job when its task instance
+    ended (failed, success, skipped...) or no longer exists, unless its task leaves it running in
+    that state (a Pathways service once ready; ``cancel_on_kill=False``). A Pathways service job is
+    cancelled with its worker array, as its task's kill does. A task instance that is queued,
+    running, deferred, up for retry or cleared keeps its job: a try follows it.
+
+    Returns the jobs it judged (XCom), and logs them as a table.
+
+    :param slurm_conn_id: the Pathways-on-Slurm connection (templated).
+    :param dag_ids: sweep only the jobs of these DAGs (templated); default: every DAG's.
+    :param dry_run: report what would be cancelled, cancel nothing.
+    """
+
+    template_fields: Sequence[str] = ("slurm_conn_id", "dag_ids")
+    ui_color = "#fce8e6"
+
+    def __init__(
+        self,
+        *,
+        slurm_conn_id: str = "pathways_slurm_default",
+        dag_ids: Sequence[str] | None = None,
+        dry_run: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.slurm_conn_id = slurm_conn_id
+        self.dag_ids = dag_ids
+        # Not ``self.dry_run``: that would hide BaseOperator.dry_run().
+        self.report_only = dry_run
+
+    @cached_property
+    def hook(self) -> SlurmHook:
+        from airflow_provider_pathways.hooks.slurm import SlurmHook
+
+        return SlurmHook(slurm_conn_id=self.slurm_conn_id)
+
+    def execute(self, context: Context) -> list[dict[str, object]]:
+        try:
+            swept = sweep_slurm(
+                self.hook, dry_run=self.report_only, log=self.log, dag_ids=swept_dag_ids(self.dag_ids)
+            )
+        finally:
+            self.hook.close()
+        title = "Dry run: nothing was cancelled" if self.report_only else "Swept"
+        self.log.info("%s\n%s", title, report(swept))
         return [row.to_dict() for row in swept]

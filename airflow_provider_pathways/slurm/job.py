@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any
 
 from airflow_provider_pathways.reattach_rules import known_fields
+from airflow_provider_pathways.sweep import format_states, parse_states
 
 #: Base states after which a job never runs again.
 TERMINAL_STATES = frozenset(
@@ -214,27 +215,50 @@ SERVICE_ROLE = "pathways-service"
 JOB_ROLE = "job"
 
 
-def marked_comment(marker: str, role: str | None = None, try_number: int | None = None) -> str:
-    """``<marker>[ role=<role>][ try=<n>]``: the comment of a job the marker's task instance
-    submitted (``role``) and that try ``try_number`` of it follows."""
+def marked_comment(
+    marker: str, role: str | None = None, try_number: int | None = None, owner: str | None = None
+) -> str:
+    """``<marker>[ role=<role>][ try=<n>][ <owner>]``: the comment of a job the marker's task
+    instance submitted (``role``), that try ``try_number`` of it follows, and whose task instance
+    and policy ``owner`` (:func:`owner_words`) names for a sweep."""
     return " ".join(
-        [marker, *([f"role={role}"] if role else []), *([f"try={try_number}"] if try_number else [])]
+        [
+            marker,
+            *([f"role={role}"] if role else []),
+            *([f"try={try_number}"] if try_number else []),
+            *([owner] if owner else []),
+        ]
     )
 
 
-def following_comment(marker: str, try_number: int, role: str | None = None) -> str:
+def following_comment(marker: str, try_number: int, role: str | None = None, owner: str | None = None) -> str:
     """The comment of a job that try ``try_number`` of the marker's task instance follows: an older
-    try of it (superseded, then killed) leaves the job alone. The job keeps its ``role``."""
-    return marked_comment(marker, role, try_number)
+    try of it (superseded, then killed) leaves the job alone. The job keeps its ``role`` and owner."""
+    return marked_comment(marker, role, try_number, owner)
+
+
+def owner_words(dag_id: str, task_id: str, map_index: int | None, left_running: Collection[str]) -> str:
+    """``dag=<dag_id> task=<task_id> map=<index> keep=<states>``: the task instance whose state a
+    sweep reads (its run is the one whose marker digest matches: run ids stay off the cluster, where
+    every user sees comments; Airflow's ids hold no spaces) and the states in which its task leaves
+    the job running (:func:`~airflow_provider_pathways.sweep.left_running_when`)."""
+    index = -1 if map_index is None else map_index
+    return f"dag={dag_id} task={task_id} map={index} keep={format_states(left_running)}"
+
+
+def comment_fields(comment: str | None) -> dict[str, str] | None:
+    """The ``key=value`` words after this provider's marker in a job's comment; None when the
+    comment carries no marker of this provider."""
+    words = (comment or "").split()
+    if not words or not words[0].startswith(TASK_INSTANCE_MARKER):
+        return None
+    return dict(word.split("=", 1) for word in words[1:] if "=" in word)
 
 
 def comment_role(comment: str | None) -> str | None:
     """The role this provider gave a job it submitted (:data:`SERVICE_ROLE`, :data:`JOB_ROLE`), from
     the job's comment; None for a job it did not mark with one."""
-    words = (comment or "").split()
-    if not words or not words[0].startswith(TASK_INSTANCE_MARKER):
-        return None
-    return next((word.removeprefix("role=") for word in words[1:] if word.startswith("role=")), None)
+    return (comment_fields(comment) or {}).get("role")
 
 
 def followed_by_try(comment: str | None, marker: str) -> int | None:
@@ -242,8 +266,38 @@ def followed_by_try(comment: str | None, marker: str) -> int | None:
     try marked it."""
     if not is_marked(comment, marker):
         return None
-    _, _, rest = (comment or "").partition(" try=")
-    return int(rest) if rest.isdigit() else None
+    value = (comment_fields(comment) or {}).get("try", "")
+    return int(value) if value.isdigit() else None
+
+
+@dataclass(frozen=True)
+class CommentOwner:
+    """The task instance a job's comment names (but its run: the marker's digest holds it) and the
+    states in which its task leaves the job running."""
+
+    marker: str
+    dag_id: str
+    task_id: str
+    map_index: int
+    left_running: frozenset[str] | None
+
+    def is_run(self, run_id: str) -> bool:
+        """Whether the job is of this task instance's run ``run_id``."""
+        return task_instance_marker(self.dag_id, self.task_id, run_id, self.map_index) == self.marker
+
+
+def comment_owner(comment: str | None) -> CommentOwner | None:
+    """The owner :func:`owner_words` wrote into the comment; None when it names none (a job this
+    provider did not mark, or marked before it named owners)."""
+    fields = comment_fields(comment)
+    if fields is None or not {"dag", "task", "map"} <= fields.keys():
+        return None
+    try:
+        map_index = int(fields["map"])
+    except ValueError:
+        return None
+    marker = (comment or "").split()[0]
+    return CommentOwner(marker, fields["dag"], fields["task"], map_index, parse_states(fields.get("keep")))
 
 
 def expand_task_ids(task_string: str) -> list[int]:

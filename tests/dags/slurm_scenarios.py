@@ -17,6 +17,7 @@ from airflow_provider_pathways.operators.slurm import (
     PathwaysSlurmServiceOperator,
     SlurmJobOperator,
 )
+from airflow_provider_pathways.operators.sweep import SlurmJobSweepOperator
 from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
 from tests.dags.fast_retry import fast_retry
 
@@ -289,6 +290,24 @@ with dag("slurm_service_cleared_while_serving") as service_cleared_while_serving
         poll_interval=0.5,
         retries=0,
     )
+
+
+with dag("slurm_sweep_service") as sweep_service:
+    # handed on once ready, no teardown: the test marks it failed, and a sweep cancels it
+    PathwaysSlurmServiceOperator(
+        task_id="service",
+        **SANDBOX_SERVICE,
+        min_slices=1,
+        max_slices=1,
+        environment={"PATHWAYS_CLUSTER_ENV": "{{ params.cluster_env }}"},
+        cluster_env_path="{{ params.cluster_env }}",
+        deferrable=True,
+        poll_interval=0.5,
+        retries=0,
+    )
+
+with dag("slurm_sweep_dry_run") as sweep_dry_run:
+    SlurmJobSweepOperator(task_id="sweep", slurm_conn_id=CONN, dag_ids=["slurm_sweep_service"], dry_run=True)
 
 
 with dag("slurm_too_many_slices") as too_many_slices:

@@ -24,7 +24,7 @@ from airflow_provider_pathways.operators.slurm import (
     SlurmJobOperator,
 )
 from airflow_provider_pathways.operators.slurm_base import SlurmJobBaseOperator
-from airflow_provider_pathways.operators.sweep import PathwaysJobSweepOperator
+from airflow_provider_pathways.operators.sweep import PathwaysJobSweepOperator, SlurmJobSweepOperator
 from airflow_provider_pathways.sensors.pathways_job import PathwaysJobReadySensor
 from airflow_provider_pathways.sensors.slurm import PathwaysClusterEnvSensor
 
@@ -68,6 +68,7 @@ with DAG("xcomarg_gke", schedule=None, start_date=START) as xcomarg_gke:
             "queue_name": "multislice-queue",
             "priority_class": "high",
             "checkpoint_dir": "gs://pathways-test-bucket/xcomarg/checkpoints",
+            "sweep_dag_ids": ["xcomarg_gke"],
         }
 
     values = settings()
@@ -117,7 +118,10 @@ with DAG("xcomarg_gke", schedule=None, start_date=START) as xcomarg_gke:
 
     # a sweep of the namespace keeps the job its task handed on once ready
     sweep = PathwaysJobSweepOperator(
-        task_id="sweep", namespaces=values["namespace"], kubernetes_conn_id=values["conn"]
+        task_id="sweep",
+        namespaces=values["namespace"],
+        kubernetes_conn_id=values["conn"],
+        dag_ids=values["sweep_dag_ids"],
     )
     delete = DeletePathwaysJobOperator(
         task_id="delete",
@@ -211,6 +215,7 @@ with DAG(
             "output_path": f"{params['workdir']}/xcomarg-%j.out",
             "sbatch_options": {"cpus-per-task": "1"},
             "worker_array_job_id": None,
+            "sweep_dag_ids": ["xcomarg_slurm"],
         }
 
     s = slurm_settings()
@@ -255,6 +260,8 @@ with DAG(
         poll_interval=0.5,
         deferrable=True,
     )
+    # a sweep of this DAG's jobs keeps the service its task handed on once ready
+    sweep = SlurmJobSweepOperator(task_id="sweep", slurm_conn_id=s["conn"], dag_ids=s["sweep_dag_ids"])
     stop = CancelSlurmJobOperator(
         task_id="stop",
         job_ids=service.output["job_id"],
@@ -262,4 +269,4 @@ with DAG(
         cluster_env_path=s["cluster_env"],
         slurm_conn_id=s["conn"],
     )
-    service >> sensor >> workload >> stop.as_teardown(setups=service)
+    service >> sensor >> workload >> sweep >> stop.as_teardown(setups=service)

@@ -18,7 +18,6 @@ from tests.support.kube_jobs import stand_in_objects, wait_for
 
 DAGS = "gke_sweep.py"
 pytestmark = pytest.mark.usefixtures("kube")
-TASK_LABEL = "airflow.apache.org/task_id"
 
 
 def _set_state(dag_id: str, task_id: str, state: str) -> None:
@@ -36,15 +35,16 @@ def _set_state(dag_id: str, task_id: str, state: str) -> None:
         )
 
 
-def delete_runs(dag_id: str) -> None:
+def delete_run(dag_id: str, run_id: str) -> None:
     """What deleting a DAG run in the UI does: the run and its task instances are gone."""
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     with create_session() as session:
-        for run in session.scalars(select(DagRun).where(DagRun.dag_id == dag_id)):
-            session.delete(run)
+        session.delete(
+            session.scalars(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id)).one()
+        )
 
 
 def _airflow_cli(*args: str) -> str:
@@ -61,9 +61,10 @@ def _table_row(table: str, task_instance: str) -> str:
     return row
 
 
-def jobs_by_task(kube: Any) -> dict[str, dict[str, Any]]:
+def jobs(kube: Any) -> dict[str, str]:
+    """The PathwaysJobs in the sweep's namespace not being deleted: name -> uid."""
     return {
-        job["metadata"]["labels"][TASK_LABEL]: job
+        job["metadata"]["name"]: job["metadata"]["uid"]
         for job in stand_in_objects(kube, "pathwaysjobs", NAMESPACE)
         if not job["metadata"].get("deletionTimestamp")
     }
@@ -87,50 +88,72 @@ def _older_providers_job(kube: Any) -> None:
     PathwaysJobHook(kubernetes_conn_id=CONN).create_job(manifest, NAMESPACE)
 
 
+def _other_deployments_job(kube: Any) -> None:
+    """A running job another Airflow deployment made in the same namespace: its DAG has no run here."""
+    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
+
+    placed = place_spec(
+        spec(),
+        TaskIdentity("other_deployments_dag", "other_task", "manual__elsewhere", -1),
+        name="other-deployments-job",
+        namespace=NAMESPACE,
+        labels={},
+        annotations=knobs(program_seconds=600),
+        left_running=(),
+    )
+    PathwaysJobHook(kubernetes_conn_id=CONN).create_job(placed.to_pathwaysjob(), NAMESPACE)
+
+
 def test_a_sweep_ends_the_jobs_no_task_instance_follows_and_only_those(kube: Any) -> None:
-    """Four jobs handed on by tasks that succeeded once they were ready; then a user marks two of
-    those task instances failed (no try runs to be killed, so nothing ends their jobs) and deletes
-    another's DAG run. A dry run (the operator, in a DAG) reports what it would end; the sweep (the
-    ``airflow pathways sweep-gke`` command) ends the job whose task instance was marked failed and
-    the one whose run is gone, and leaves the job handed on, the job whose task keeps a killed job
-    (``delete_on`` without ``kill``), and a job that names no task instance (an older provider
-    version's)."""
+    """Jobs handed on by tasks that succeeded once they were ready; then a user marks two of those
+    task instances failed (no try runs to be killed, so nothing ends their jobs) and deletes one of
+    two runs of another DAG. A dry run (the operator, in a DAG) reports what it would end; the sweep
+    (the ``airflow pathways sweep-gke`` command) ends the job whose task instance was marked failed
+    and the one whose run is gone, and leaves the jobs handed on, the job whose task keeps a killed
+    job (``delete_on`` without ``kill``), a job that names no task instance (an older provider
+    version's) and a job of a DAG with no run here (another Airflow deployment's)."""
     subjects = run_dag(load_dag(DAGS, "gke_sweep_subjects"))
     assert {task: outcome.state for task, outcome in subjects.items()} == dict.fromkeys(
         ("handed_on", "marked_failed_later", "kept_on_kill"), "success"
     )
-    assert run_dag(load_dag(DAGS, "gke_sweep_run_deleted"))["served"].state == "success"
+    deleted = run_dag(load_dag(DAGS, "gke_sweep_run_deleted"))["served"]
+    kept = run_dag(load_dag(DAGS, "gke_sweep_run_deleted"))["served"]
+    assert deleted.state == kept.state == "success"
     _older_providers_job(kube)
+    _other_deployments_job(kube)
     _set_state("gke_sweep_subjects", "marked_failed_later", "failed")
     _set_state("gke_sweep_subjects", "kept_on_kill", "failed")
-    delete_runs("gke_sweep_run_deleted")
-    before = jobs_by_task(kube)
-    assert set(before) == {"handed_on", "marked_failed_later", "kept_on_kill", "served", "older_task"}
+    delete_run("gke_sweep_run_deleted", deleted.run_id)
+    before = jobs(kube)
+    assert len(before) == 7
 
     dry = run_dag(load_dag(DAGS, "gke_sweep_dry_run"))["sweep"]
     assert dry.state == "success"
-    reported = {row["task_id"]: row for row in dry.xcom["return_value"]}
-    assert {task: row["outcome"] for task, row in reported.items()} == {
-        "handed_on": "kept",
-        "marked_failed_later": "would end",
-        "kept_on_kill": "kept",
-        "served": "would end",
+    reported = {(row["task_id"], row["run_id"]): row for row in dry.xcom["return_value"]}
+    outcomes = {key: row["outcome"] for key, row in reported.items()}
+    run = subjects["handed_on"].run_id
+    assert outcomes == {
+        ("handed_on", run): "kept",
+        ("marked_failed_later", run): "would end",
+        ("kept_on_kill", run): "kept",
+        ("served", deleted.run_id): "would end",
+        ("served", kept.run_id): "kept",
+        ("other_task", "manual__elsewhere"): "kept",
     }
-    assert reported["served"]["state"] == "not found"
-    assert reported["kept_on_kill"]["reason"] == "its task leaves it running when failed"
-    assert set(jobs_by_task(kube)) == set(before)  # the dry run ended nothing
+    assert reported[("served", deleted.run_id)]["state"] == "not found"
+    assert reported[("kept_on_kill", run)]["reason"] == "its task leaves it running when failed"
+    assert reported[("other_task", "manual__elsewhere")]["reason"].startswith("its DAG has no run here")
+    assert jobs(kube) == before  # the dry run ended nothing
 
     # the sweep, as an operator runs it from the CLI (it reads the metadata database)
     table = _airflow_cli("pathways", "sweep-gke", "--conn-id", CONN, "--namespace", NAMESPACE)
-    assert table.splitlines()[-1] == "2 ended, 2 kept"
+    assert table.splitlines()[-1] == "2 ended, 4 kept"
     assert _table_row(table, "gke_sweep_subjects.marked_failed_later").startswith("ended")
-    assert _table_row(table, "gke_sweep_run_deleted.served").startswith("ended")
-    wait_for(lambda: set(jobs_by_task(kube)) == {"handed_on", "kept_on_kill", "older_task"}, timeout=30)
-    for job in jobs_by_task(kube).values():  # what the sweep kept stays as it was
-        assert job["metadata"]["uid"] == before[job["metadata"]["labels"][TASK_LABEL]]["metadata"]["uid"]
-    for name in ("handed_on", "kept_on_kill", "older_task"):
+    assert _table_row(table, f"gke_sweep_run_deleted.served {deleted.run_id}").startswith("ended")
+    ended = {row["job"].rsplit("/", 1)[1] for row in reported.values() if row["outcome"] == "would end"}
+    wait_for(lambda: set(jobs(kube)) == set(before) - ended, timeout=30)
+    assert jobs(kube) == {name: before[name] for name in set(before) - ended}  # the rest, the same objects
+    for name in set(before) - ended:
         kube.request(
-            "DELETE",
-            f"/apis/pathways-job.pathways.domain/v1/namespaces/{NAMESPACE}/pathwaysjobs/"
-            + before[name]["metadata"]["name"],
+            "DELETE", f"/apis/pathways-job.pathways.domain/v1/namespaces/{NAMESPACE}/pathwaysjobs/{name}"
         )

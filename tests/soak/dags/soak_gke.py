@@ -8,6 +8,9 @@ mapped (2 indexes) or not, and a variant: plain, failed jobs kept (``delete_on``
 sets (``params``): how long the program runs (``program_seconds``), how it exits (``exit_code``), and
 when Kueue admits it (``admit_after``). Every DAG reaches the stand-in through the gate the soak
 closes for its outages (``gke_gated``) and works in its own namespace (its dag id with dashes).
+
+``soak_gke_sweep`` sweeps those namespaces every ``SWEEP_SECONDS``, as a deployment's maintenance DAG
+would (docs/operators/sweep_pathways_jobs.rst): through the same gate, under the same faults.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from airflow.sdk import DAG
 from airflow_provider_pathways.failures import PathwaysRetryPolicy
 from airflow_provider_pathways.gke.spec import PathwaysJobSpec
 from airflow_provider_pathways.operators.pathways_job import PathwaysJobOperator
+from airflow_provider_pathways.operators.sweep import PathwaysJobSweepOperator
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))
@@ -114,3 +118,21 @@ for _mode, _retries, _wait, _variant, _mapped in shapes():
             )
         else:
             PathwaysJobOperator(task_id="train", **_kwargs)
+
+
+#: How often the sweep runs (the soak waits at most ``SETTLE`` for an ended task's job to go).
+SWEEP_SECONDS = 20
+with DAG(
+    "soak_gke_sweep",
+    schedule=timedelta(seconds=SWEEP_SECONDS),
+    start_date=START,
+    catchup=False,
+    max_active_runs=1,
+    tags=["soak", "gke", "maintenance"],
+):
+    PathwaysJobSweepOperator(
+        task_id="sweep",
+        namespaces=sorted({namespace(dag_id(*shape)) for shape in shapes()}),
+        kubernetes_conn_id="gke_gated",
+        retries=0,
+    )
