@@ -45,9 +45,13 @@ def task_instance_key(ti: Any) -> TaskInstanceKey:
 
 def read_task_instance_state(ti: Any) -> str | None:
     """The state of ``ti`` now: None when it has none (cleared), and :data:`NOT_FOUND` when it does
-    not exist. See :func:`read_task_instance_states`."""
+    not exist. Airflow 3 asks the execution API (through the task's or the triggerer's supervisor;
+    without one it raises, and the caller does not know); Airflow 2 reads the metadata database."""
+    from airflow.providers.common.compat.version_compat import AIRFLOW_V_3_0_PLUS
+
     key = task_instance_key(ti)
-    return read_task_instance_states([key])[key]
+    found = _states_from_execution_api({key}) if AIRFLOW_V_3_0_PLUS else _states_from_database({key})
+    return _answer(key, found)
 
 
 def read_task_instance_states(keys: Iterable[TaskInstanceKey]) -> dict[TaskInstanceKey, str | None]:
@@ -56,10 +60,13 @@ def read_task_instance_states(keys: Iterable[TaskInstanceKey]) -> dict[TaskInsta
     DAG); elsewhere (Airflow 2, the ``airflow`` CLI), from the metadata database."""
     wanted = set(keys)
     found = _states_from_execution_api(wanted) if _has_execution_api() else _states_from_database(wanted)
-    return {
-        key: NOT_FOUND if key not in found else None if found[key] is None else _state_text(found[key])
-        for key in wanted
-    }
+    return {key: _answer(key, found) for key in wanted}
+
+
+def _answer(key: TaskInstanceKey, found: dict[TaskInstanceKey, Any]) -> str | None:
+    if key not in found:
+        return NOT_FOUND
+    return None if found[key] is None else _state_text(found[key])
 
 
 def read_run_states(dag_id: str, task_id: str, map_index: int) -> dict[str, str | None]:

@@ -29,6 +29,7 @@ DAG_IDS = (
     "example_cache_lifecycle_rule",
     "example_pathways_batch_inference",
     "example_pathways_slurm",
+    "example_pathways_sweep",
     "example_pathways_training",
 )
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJwYXRod2F5cyJ9.dWktdGVzdC1zaWduYXR1cmU"
