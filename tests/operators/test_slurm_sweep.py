@@ -74,7 +74,11 @@ def test_a_sweep_cancels_a_service_marked_failed_after_it_was_ready_with_its_wor
 
         _mark_failed("slurm_sweep_service", service.run_id)
         table = _airflow_cli("pathways", "sweep-slurm", "--conn-id", conn, "--dag-id", "slurm_sweep_service")
-        (row,) = [line for line in table.splitlines() if f"Slurm job {job_id} " in line]
+        (row,) = [
+            line
+            for line in table.splitlines()
+            if line.startswith(("ended ", "kept ", "gone ")) and f"Slurm job {job_id} " in line
+        ]
         assert row.startswith("ended") and f"slurm_sweep_service.service {service.run_id}" in row
         wait_for(lambda: job_state(job_id) == "CANCELLED", f"service {job_id} to be cancelled")
 
