@@ -148,7 +148,10 @@ def _slurm_connections(
     conns: dict[str, str] = {}
     if held is not None:
         direct = json.loads(airflow_connection(settings, "rest"))
-        conns["slurm_rest_held"] = json.dumps(dict(direct, host="127.0.0.1", port=held.port))
+        # A held submission waits for the kill a mark brings at the task's next heartbeat: its
+        # answer must not time out first on a loaded machine (the default request_timeout is 60 s).
+        extra = dict(direct.get("extra") or {}, request_timeout=300)
+        conns["slurm_rest_held"] = json.dumps(dict(direct, host="127.0.0.1", port=held.port, extra=extra))
     for transport in ("rest", "ssh"):
         direct = json.loads(airflow_connection(settings, transport))
         conns[f"slurm_{transport}"] = json.dumps(direct)
