@@ -2,9 +2,10 @@
 
 Environment: ``SOAK_SEED`` (default: drawn, printed), ``SOAK_RUNS`` (default 300), ``SOAK_MINUTES``
 (no run starts after this, default 50), ``SOAK_CONCURRENCY`` (runs at once, default 8),
-``SOAK_PLATFORMS`` (``gke``, ``slurm`` or ``gke,slurm``; default ``gke``). The last
-line is ``soak: N runs, F faults, I invariant checks, V violations, L jobs ended after their run (seed S)``; the exit status is
-1 when a run broke an invariant (its seed and fault schedule are printed, to replay it).
+``SOAK_PLATFORMS`` (``gke``, ``slurm`` or ``gke,slurm``; default ``gke``). The last line is
+``soak: N runs, F faults, I invariant checks, V violations, L jobs ended after their run (seed S)``;
+the exit status is 1 when a run broke an invariant (its seed and fault schedule are printed, to
+replay it).
 """
 
 from __future__ import annotations
