@@ -864,31 +864,8 @@ class PathwaysJobHook(KubernetesHook):
                 gone=None,
             )
 
-    async def a_owned_jobs(self, namespace: str, owner: Mapping[str, str]) -> list[JobRef]:
-        """The task instance's jobs in ``namespace``, of either kind, whatever their names (a
-        PathwaysJob's JobSet carries its labels too, and is not a job of its own)."""
-        found = []
-        async with self.a_client() as api_client:
-            api = async_client.CustomObjectsApi(api_client)
-            for kind in JobKind:
-                coordinates = kind.resource.coordinates(namespace)
-                listing: dict[str, Any] = await self._call(
-                    lambda: api.list_namespaced_custom_object(
-                        **coordinates,  # noqa: B023  (called at once)
-                        label_selector=owner_selector(owner),
-                    ),
-                    gone={},
-                )
-                for obj in listing.get("items") or []:
-                    if kind is JobKind.JOBSET and _owned_by_pathways_job(obj):
-                        continue
-                    found.append(JobRef.of(obj, kind.value))
-        return found
-
-    async def a_provider_jobs(self, namespace: str) -> list[ProviderJob]:
-        """Every job this provider made in ``namespace`` (its objects carry the owner labels), of
-        either kind, each with the phase its own objects show (a PathwaysJob's JobSet is read with
-        it, not as a job of its own)."""
+    async def _a_list_both_kinds(self, namespace: str, selector: str) -> dict[JobKind, list[dict[str, Any]]]:
+        """The PathwaysJobs and the JobSets in ``namespace`` that ``selector`` selects."""
         listed: dict[JobKind, list[dict[str, Any]]] = {}
         async with self.a_client() as api_client:
             api = async_client.CustomObjectsApi(api_client)
@@ -897,11 +874,29 @@ class PathwaysJobHook(KubernetesHook):
                 listing: dict[str, Any] = await self._call(
                     lambda: api.list_namespaced_custom_object(
                         **coordinates,  # noqa: B023  (called at once)
-                        label_selector=TASK_LABEL,
+                        label_selector=selector,
                     ),
                     gone={},
                 )
                 listed[kind] = listing.get("items") or []
+        return listed
+
+    async def a_owned_jobs(self, namespace: str, owner: Mapping[str, str]) -> list[JobRef]:
+        """The task instance's jobs in ``namespace``, of either kind, whatever their names (a
+        PathwaysJob's JobSet carries its labels too, and is not a job of its own)."""
+        listed = await self._a_list_both_kinds(namespace, owner_selector(owner))
+        return [
+            JobRef.of(obj, kind.value)
+            for kind, objects in listed.items()
+            for obj in objects
+            if not (kind is JobKind.JOBSET and _owned_by_pathways_job(obj))
+        ]
+
+    async def a_provider_jobs(self, namespace: str) -> list[ProviderJob]:
+        """Every job this provider made in ``namespace`` (its objects carry the owner labels), of
+        either kind, each with the phase its own objects show (a PathwaysJob's JobSet is read with
+        it, not as a job of its own)."""
+        listed = await self._a_list_both_kinds(namespace, TASK_LABEL)
         jobsets = {(obj.get("metadata") or {}).get("name"): obj for obj in listed[JobKind.JOBSET]}
         found = []
         for kind, objects in listed.items():

@@ -277,34 +277,27 @@ with dag("slurm_service_ready") as service_ready:
         service >> stop.as_teardown(setups=service)
 
 
-with dag("slurm_service_cleared_while_serving") as service_cleared_while_serving:
-    # no teardown: the service still serves when the test clears the task
-    PathwaysSlurmServiceOperator(
-        task_id="service",
-        **SANDBOX_SERVICE,
-        min_slices=1,
-        max_slices=1,
-        environment={"PATHWAYS_CLUSTER_ENV": "{{ params.cluster_env }}"},
-        cluster_env_path="{{ params.cluster_env }}",
-        deferrable=True,
-        poll_interval=0.5,
-        retries=0,
-    )
+def serving(dag_id: str) -> DAG:
+    """A service that serves on once ready: no teardown."""
+    with dag(dag_id) as serves:
+        PathwaysSlurmServiceOperator(
+            task_id="service",
+            **SANDBOX_SERVICE,
+            min_slices=1,
+            max_slices=1,
+            environment={"PATHWAYS_CLUSTER_ENV": "{{ params.cluster_env }}"},
+            cluster_env_path="{{ params.cluster_env }}",
+            deferrable=True,
+            poll_interval=0.5,
+            retries=0,
+        )
+    return serves
 
 
-with dag("slurm_sweep_service") as sweep_service:
-    # handed on once ready, no teardown: the test marks it failed, and a sweep cancels it
-    PathwaysSlurmServiceOperator(
-        task_id="service",
-        **SANDBOX_SERVICE,
-        min_slices=1,
-        max_slices=1,
-        environment={"PATHWAYS_CLUSTER_ENV": "{{ params.cluster_env }}"},
-        cluster_env_path="{{ params.cluster_env }}",
-        deferrable=True,
-        poll_interval=0.5,
-        retries=0,
-    )
+# the service still serves when the test clears the task
+service_cleared_while_serving = serving("slurm_service_cleared_while_serving")
+# the test marks it failed once it handed the service on, and a sweep cancels it
+sweep_service = serving("slurm_sweep_service")
 
 with dag("slurm_sweep_dry_run") as sweep_dry_run:
     SlurmJobSweepOperator(task_id="sweep", slurm_conn_id=CONN, dag_ids=["slurm_sweep_service"], dry_run=True)

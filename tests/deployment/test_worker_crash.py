@@ -80,7 +80,7 @@ class Crash:
             )
         else:
             wait_for(
-                lambda: self.stage.slurm.comment(self.job).endswith(f" try={try_number}"),
+                lambda: f" try={try_number} " in f"{self.stage.slurm.comment(self.job)} ",
                 f"Slurm job {self.job} marked as followed by try {try_number}",
                 WAIT,
                 1.0,

@@ -202,7 +202,9 @@ def test_each_example_dag_shows_its_docs_and_a_titled_trigger_form(
         title = param.schema.get("title")
         assert title and param.description, f"{dag_id}: param {key!r} needs a title and a description"
         expect(help_text(form, title)).to_have_text(param.description)
-        expect(text_input(form, title)).to_have_value(str(param.value))
+        # an array of strings is one per line (the form's textarea: "Enter each string on a new line")
+        shown = "\n".join(param.value) if isinstance(param.value, list) else str(param.value)
+        expect(text_input(form, title)).to_have_value(shown)
         bare_key = re.compile(rf"^\s*{re.escape(key)}\s*\*?\s*$")
         expect(form.locator("label", has_text=bare_key)).to_have_count(0)
     screenshots.take(page, f"{dag_id}-trigger")
