@@ -15,8 +15,9 @@ the other one runs.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import Enum
 
 from airflow_provider_pathways.task_instance_state import A_TRY_FOLLOWS, NOT_FOUND, TaskInstanceKey
@@ -115,7 +116,7 @@ class SweptJob:
         return cls(platform, job, dag_id, task_id, run_id, map_index, state, verdict.value, reason, outcome)
 
     def with_outcome(self, outcome: str) -> SweptJob:
-        return SweptJob(**{**asdict(self), "outcome": outcome})
+        return replace(self, outcome=outcome)
 
     @property
     def task_instance(self) -> str:
@@ -144,8 +145,6 @@ def report(jobs: Iterable[SweptJob]) -> str:
         "  ".join([*(cell.ljust(w) for cell, w in zip(line[:-1], widths, strict=True)), line[-1]])
         for line in table
     ]
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.outcome] = counts.get(row.outcome, 0) + 1
+    counts = Counter(row.outcome for row in rows)
     lines.append(", ".join(f"{count} {outcome}" for outcome, count in sorted(counts.items())))
     return "\n".join(lines)

@@ -76,7 +76,7 @@ def read_run_states(dag_id: str, task_id: str, map_index: int) -> dict[str, str 
     if _has_execution_api():
         from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-        name = f"{task_id}_{map_index}" if map_index >= 0 else task_id
+        name = _api_name(task_id, map_index)
         runs = RuntimeTaskInstance.get_task_states(dag_id=dag_id, task_ids=[task_id], map_index=map_index)
         found = {run_id: states[name] for run_id, states in runs.items() if name in states}
     else:
@@ -128,6 +128,12 @@ def _has_execution_api() -> bool:
     return getattr(task_runner, "SUPERVISOR_COMMS", None) is not None
 
 
+def _api_name(task_id: str, map_index: int) -> str:
+    """How the execution API's task states name a task instance: ``<task_id>_<map_index>`` when
+    mapped (airflow-core ``execution_api/routes/task_instances.py``, ``get_task_instance_states``)."""
+    return f"{task_id}_{map_index}" if map_index >= 0 else task_id
+
+
 def _states_from_execution_api(keys: set[TaskInstanceKey]) -> dict[TaskInstanceKey, Any]:
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
@@ -143,8 +149,7 @@ def _states_from_execution_api(keys: set[TaskInstanceKey]) -> dict[TaskInstanceK
         )
         for key in of_dag:
             _, task_id, run_id, map_index = key
-            # The execution API keys a mapped task instance as "<task_id>_<map_index>".
-            name = f"{task_id}_{map_index}" if map_index >= 0 else task_id
+            name = _api_name(task_id, map_index)
             run = states.get(run_id) or {}
             if name in run:
                 found[key] = run[name]

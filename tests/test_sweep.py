@@ -116,7 +116,7 @@ def test_the_operator_names_what_it_leaves_running(
 def test_the_sweep_operator_takes_one_namespace_or_several() -> None:
     assert PathwaysJobSweepOperator(task_id="s", namespaces="a").swept_namespaces() == ["a"]
     assert PathwaysJobSweepOperator(task_id="s", namespaces=["a", "b"]).swept_namespaces() == ["a", "b"]
-    with pytest.raises(TypeError, match="namespaces: expected a namespace or a list"):
+    with pytest.raises(TypeError, match="namespaces: expected a name or a list of names"):
         PathwaysJobSweepOperator(task_id="s", namespaces=["a", 3]).swept_namespaces()  # type: ignore[list-item]
 
 

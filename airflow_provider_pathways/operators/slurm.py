@@ -55,6 +55,28 @@ from airflow_provider_pathways.operators.slurm_base import SlurmJobBaseOperator
 Observation = tuple[SlurmJob | None, str, tuple[FailureClass, str] | None]
 
 
+def cancel_service_with_workers(
+    hook: SlurmHook, service: int, probe: ServiceProbe, log: Any, reason: str
+) -> bool:
+    """Cancel a Pathways service job and its worker array (:func:`cancel_services`: the service at
+    once, the array right after), logging each; raises the first error. Whether the service job was
+    active and is now cancelled."""
+    log.info("Cancelling Slurm job %s and its worker array (%s)", service, reason)
+
+    def lookup_failed(err: BaseException) -> None:
+        log.warning("Could not find the worker array of Slurm job %s: %s", service, describe_error(err))
+
+    results = hook.run_on_private_loop(lambda: cancel_services(hook, [service], probe, lookup_failed))
+    for result in results:
+        (log.warning if isinstance(result.ended, BaseException) else log.info)(
+            "%s (%s)", result.describe(), reason
+        )
+    failures = [result.ended for result in results if isinstance(result.ended, BaseException)]
+    if failures:
+        raise failures[0]
+    return bool(results[0].ended)
+
+
 class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
     """
     Submit the Pathways service job (``start_pathways.sh``) and optionally wait until it is ready.
@@ -204,21 +226,7 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         never runs beside a second array; over the connection the wait used."""
         if self._job_id is None:
             return
-        service, hook, probe = self._job_id, self.hook, self.probe()
-        self.log.info("Cancelling Slurm job %s and its worker array (%s)", service, reason)
-
-        def lookup_failed(err: BaseException) -> None:
-            self.log.warning(
-                "Could not find the worker array of Slurm job %s: %s", service, describe_error(err)
-            )
-
-        results = hook.run_on_private_loop(lambda: cancel_services(hook, [service], probe, lookup_failed))
-        for result in results:
-            log = self.log.warning if isinstance(result.ended, BaseException) else self.log.info
-            log("%s (%s)", result.describe(), reason)
-        failures = [result.ended for result in results if isinstance(result.ended, BaseException)]
-        if failures:
-            raise failures[0]
+        cancel_service_with_workers(self.hook, self._job_id, self.probe(), self.log, reason)
 
     def probe(self) -> ServiceProbe:
         """Where the service reports and what ready asks for."""

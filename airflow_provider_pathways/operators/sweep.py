@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import BaseOperator
 
-from airflow_provider_pathways.gke.status import Phase
 from airflow_provider_pathways.gke.task_job import Release, left_running_of, task_instance_of
+from airflow_provider_pathways.operators.slurm import cancel_service_with_workers
 from airflow_provider_pathways.slurm.job import SERVICE_ROLE, comment_fields, comment_owner
-from airflow_provider_pathways.slurm.service import cancel_services
+from airflow_provider_pathways.slurm.service import ServiceProbe
 from airflow_provider_pathways.sweep import CHANGED, ENDED, GONE, SweptJob, Verdict, report
 from airflow_provider_pathways.task_instance_state import (
     NOT_FOUND,
@@ -30,9 +30,6 @@ if TYPE_CHECKING:
 
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
     from airflow_provider_pathways.hooks.slurm import SlurmHook
-
-#: A job listed while it is being deleted is left to that delete.
-_ENDING = {Phase.TERMINATING, Phase.DELETED}
 
 
 def sweep_gke(
@@ -52,7 +49,7 @@ def sweep_gke(
         job
         for namespace in namespaces
         for job in hook.provider_jobs(namespace)
-        if not job.phase.terminal and job.phase not in _ENDING
+        if not job.phase.terminal  # a job being deleted (terminating) is left to that delete
     ]
     identities = {job.ref: task_instance_of(job.obj) for job in active}
     if dag_ids is not None:
@@ -94,16 +91,17 @@ def sweep_slurm(
     marker) by its task instance's state now, and cancel (unless ``dry_run``) those no try follows
     (only jobs of ``dag_ids`` when given): a Pathways service job with its worker array, as its
     task's kill does. The task instance is the one the comment names whose run matches the marker's
-    digest; none matching: its run is gone.
-    Each job is read again just before it is cancelled, and left alone (outcome ``changed``) when
-    its comment changed meanwhile (a new try took it over). A job whose comment names no task
-    instance (an older provider version's) is reported, never cancelled."""
+    digest; none matching: its run is gone. Each job is read again just before it is cancelled, and
+    left alone (outcome ``changed``) when its comment changed meanwhile (a new try took it over). A
+    job whose comment names no task instance (an older provider version's) is reported, never
+    cancelled."""
     active = [
         job
         for job in hook.get_user_jobs()
         if job.array_task_id is None and job.active and comment_fields(job.comment) is not None
     ]
     runs: dict[tuple[str, str, int], dict[str, str | None]] = {}
+    has_runs: dict[str, bool] = {}
     swept = []
     for job in active:
         owner = comment_owner(job.comment)
@@ -120,8 +118,10 @@ def sweep_slurm(
         run_id = next((run for run in runs[task] if owner.is_run(run)), None)
         state = NOT_FOUND if run_id is None else runs[task][run_id]
         key = (owner.dag_id, owner.task_id, run_id or "?", owner.map_index)
-        has_runs = state != NOT_FOUND or bool(dags_with_runs([owner.dag_id]))
-        row = SweptJob.judged("Slurm", f"Slurm job {job.job_id}", key, state, owner.left_running, has_runs)
+        if state == NOT_FOUND and owner.dag_id not in has_runs:
+            has_runs[owner.dag_id] = bool(dags_with_runs([owner.dag_id]))
+        known_here = state != NOT_FOUND or has_runs[owner.dag_id]
+        row = SweptJob.judged("Slurm", f"Slurm job {job.job_id}", key, state, owner.left_running, known_here)
         if row.verdict == Verdict.END.value and not dry_run:
             row = row.with_outcome(_cancel_as_read(hook, job.job_id, job.comment, log))
         swept.append(row)
@@ -135,25 +135,22 @@ def _cancel_as_read(hook: SlurmHook, job_id: int, comment: str | None, log: Logg
         return GONE
     if now.comment != comment:
         return CHANGED
-    if (comment_fields(comment) or {}).get("role") != SERVICE_ROLE:
-        return ENDED if hook.cancel_job(job_id) else GONE
-    results = hook.run_on_private_loop(lambda: cancel_services(hook, [job_id]))
-    for result in results:
-        log.info("%s (swept)", result.describe())
-    failures = [result.ended for result in results if isinstance(result.ended, BaseException)]
-    if failures:
-        raise failures[0]
-    return ENDED if results[0].ended else GONE
+    if (comment_fields(comment) or {}).get("role") == SERVICE_ROLE:
+        ended = cancel_service_with_workers(hook, job_id, ServiceProbe(), log, "swept")
+    else:
+        ended = hook.cancel_job(job_id)
+    return ENDED if ended else GONE
 
 
-def swept_dag_ids(given: object) -> frozenset[str] | None:
-    """``dag_ids`` once rendered: one DAG id or a list of them; None or empty: every DAG."""
+def names_given(given: object, field: str) -> frozenset[str] | None:
+    """A rendered template field that takes one name or a list of them (``namespaces``,
+    ``dag_ids``); None when empty. TypeError naming ``field`` otherwise."""
     if given is None or given == "" or given == []:
         return None
     if isinstance(given, str):
         return frozenset({given})
-    if not isinstance(given, Sequence) or not all(isinstance(d, str) and d for d in given):
-        raise TypeError(f"dag_ids: expected a DAG id or a list of them, got {given!r}")
+    if not isinstance(given, Sequence) or not all(isinstance(n, str) and n for n in given):
+        raise TypeError(f"{field}: expected a name or a list of names, got {given!r}")
     return frozenset(given)
 
 
@@ -212,14 +209,7 @@ class PathwaysJobSweepOperator(BaseOperator):
 
     def swept_namespaces(self) -> list[str]:
         """``namespaces`` once rendered: one name or a list; none: the connection's."""
-        given = self.namespaces
-        if given is None or given == "" or given == []:
-            return [self.hook.resolve_namespace(None)]
-        if isinstance(given, str):
-            return [given]
-        if not isinstance(given, Sequence) or not all(isinstance(n, str) and n for n in given):
-            raise TypeError(f"namespaces: expected a namespace or a list of them, got {given!r}")
-        return list(given)
+        return sorted(names_given(self.namespaces, "namespaces") or {self.hook.resolve_namespace(None)})
 
     def execute(self, context: Context) -> list[dict[str, object]]:
         swept = sweep_gke(
@@ -227,7 +217,7 @@ class PathwaysJobSweepOperator(BaseOperator):
             self.swept_namespaces(),
             dry_run=self.report_only,
             log=self.log,
-            dag_ids=swept_dag_ids(self.dag_ids),
+            dag_ids=names_given(self.dag_ids, "dag_ids"),
         )
         self.log.info("%s\n%s", "Dry run: nothing was ended" if self.report_only else "Swept", report(swept))
         return [row.to_dict() for row in swept]
@@ -277,7 +267,10 @@ class SlurmJobSweepOperator(BaseOperator):
     def execute(self, context: Context) -> list[dict[str, object]]:
         try:
             swept = sweep_slurm(
-                self.hook, dry_run=self.report_only, log=self.log, dag_ids=swept_dag_ids(self.dag_ids)
+                self.hook,
+                dry_run=self.report_only,
+                log=self.log,
+                dag_ids=names_given(self.dag_ids, "dag_ids"),
             )
         finally:
             self.hook.close()

@@ -4,10 +4,7 @@ nothing else."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -15,32 +12,9 @@ from airflow_provider_pathways.hooks.slurm import SlurmHook
 from airflow_provider_pathways.slurm.job import marked_comment, task_instance_marker
 from tests.operators.test_slurm import DAGS, _cluster_env_value, job_state, params, squeue
 from tests.slurm.conftest import wait_for
-from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.airflow_runs import airflow_cli, load_dag, run_dag, set_task_state
 
 pytestmark = [pytest.mark.slurm]
-
-
-def _mark_failed(dag_id: str, run_id: str) -> None:
-    """What the UI's *Mark failed* does to a task instance that succeeded: its row's state changes,
-    and no try runs to be killed."""
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    from sqlalchemy import update
-
-    with create_session() as session:
-        session.execute(
-            update(TaskInstance)
-            .where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)
-            .values(state="failed")
-        )
-
-
-def _airflow_cli(*args: str) -> str:
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("airflow")), *args], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 @pytest.mark.parametrize("conn", ["slurm_rest", "slurm_ssh"])
@@ -72,8 +46,8 @@ def test_a_sweep_cancels_a_service_marked_failed_after_it_was_ready_with_its_wor
         assert rows[f"Slurm job {job_id}"]["reason"] == "its task leaves it running when success"
         assert f"Slurm job {older}" not in rows
 
-        _mark_failed("slurm_sweep_service", service.run_id)
-        table = _airflow_cli("pathways", "sweep-slurm", "--conn-id", conn, "--dag-id", "slurm_sweep_service")
+        set_task_state("slurm_sweep_service", "service", "failed", service.run_id)
+        table = airflow_cli("pathways", "sweep-slurm", "--conn-id", conn, "--dag-id", "slurm_sweep_service")
         (row,) = [
             line
             for line in table.splitlines()

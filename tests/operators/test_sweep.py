@@ -3,36 +3,23 @@ no task instance follows any more, and only those, as a maintenance DAG would ru
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_provider_pathways.gke.task_job import TASK_INSTANCE_ANNOTATION, TaskIdentity, place_spec
+from airflow_provider_pathways.gke.task_job import (
+    LEFT_RUNNING_ANNOTATION,
+    TASK_INSTANCE_ANNOTATION,
+    TaskIdentity,
+    place_spec,
+)
 from tests.dags.gke_scenarios import CONN, knobs, spec
 from tests.dags.gke_sweep import NAMESPACE
-from tests.support.airflow_runs import load_dag, run_dag
+from tests.support.airflow_runs import airflow_cli, load_dag, run_dag, set_task_state
 from tests.support.kube_jobs import stand_in_objects, wait_for
 
 DAGS = "gke_sweep.py"
 pytestmark = pytest.mark.usefixtures("kube")
-
-
-def _set_state(dag_id: str, task_id: str, state: str) -> None:
-    """What the UI's *Mark failed* does to a task instance that is no longer running: its row's
-    state changes, and no try runs to be killed."""
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    from sqlalchemy import update
-
-    with create_session() as session:
-        session.execute(
-            update(TaskInstance)
-            .where(TaskInstance.dag_id == dag_id, TaskInstance.task_id == task_id)
-            .values(state=state)
-        )
 
 
 def delete_run(dag_id: str, run_id: str) -> None:
@@ -45,15 +32,6 @@ def delete_run(dag_id: str, run_id: str) -> None:
         session.delete(
             session.scalars(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id)).one()
         )
-
-
-def _airflow_cli(*args: str) -> str:
-    """``airflow <args>`` as an operator runs it beside the deployment (same home, connections)."""
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("airflow")), *args], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 def _table_row(table: str, task_instance: str) -> str:
@@ -70,38 +48,26 @@ def jobs(kube: Any) -> dict[str, str]:
     }
 
 
-def _older_providers_job(kube: Any) -> None:
-    """A running job with the owner labels but no task instance annotation, as a provider version
+def _running_job(task: TaskIdentity, name: str, *, names_its_task: bool) -> None:
+    """A running job of ``task``, placed as the operator places one (nothing left running on
+    purpose); without its task instance annotation (``names_its_task=False``) as a provider version
     before the sweep made it."""
     from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
 
     placed = place_spec(
         spec(),
-        TaskIdentity("older_dag", "older_task", "manual__older", -1),
-        name="older-job",
-        namespace=NAMESPACE,
-        labels={},
-        annotations=knobs(program_seconds=600),
-    )
-    manifest = placed.to_pathwaysjob()
-    del manifest["metadata"]["annotations"][TASK_INSTANCE_ANNOTATION]
-    PathwaysJobHook(kubernetes_conn_id=CONN).create_job(manifest, NAMESPACE)
-
-
-def _other_deployments_job(kube: Any) -> None:
-    """A running job another Airflow deployment made in the same namespace: its DAG has no run here."""
-    from airflow_provider_pathways.hooks.kubernetes import PathwaysJobHook
-
-    placed = place_spec(
-        spec(),
-        TaskIdentity("other_deployments_dag", "other_task", "manual__elsewhere", -1),
-        name="other-deployments-job",
+        task,
+        name=name,
         namespace=NAMESPACE,
         labels={},
         annotations=knobs(program_seconds=600),
         left_running=(),
     )
-    PathwaysJobHook(kubernetes_conn_id=CONN).create_job(placed.to_pathwaysjob(), NAMESPACE)
+    manifest = placed.to_pathwaysjob()
+    if not names_its_task:
+        for annotation in (TASK_INSTANCE_ANNOTATION, LEFT_RUNNING_ANNOTATION):
+            del manifest["metadata"]["annotations"][annotation]
+    PathwaysJobHook(kubernetes_conn_id=CONN).create_job(manifest, NAMESPACE)
 
 
 def test_a_sweep_ends_the_jobs_no_task_instance_follows_and_only_those(kube: Any) -> None:
@@ -119,10 +85,14 @@ def test_a_sweep_ends_the_jobs_no_task_instance_follows_and_only_those(kube: Any
     deleted = run_dag(load_dag(DAGS, "gke_sweep_run_deleted"))["served"]
     kept = run_dag(load_dag(DAGS, "gke_sweep_run_deleted"))["served"]
     assert deleted.state == kept.state == "success"
-    _older_providers_job(kube)
-    _other_deployments_job(kube)
-    _set_state("gke_sweep_subjects", "marked_failed_later", "failed")
-    _set_state("gke_sweep_subjects", "kept_on_kill", "failed")
+    _running_job(
+        TaskIdentity("older_dag", "older_task", "manual__older", -1), "older-job", names_its_task=False
+    )
+    # another Airflow deployment's, in the same namespace: its DAG has no run here
+    other = TaskIdentity("other_deployments_dag", "other_task", "manual__elsewhere", -1)
+    _running_job(other, "other-deployments-job", names_its_task=True)
+    set_task_state("gke_sweep_subjects", "marked_failed_later", "failed")
+    set_task_state("gke_sweep_subjects", "kept_on_kill", "failed")
     delete_run("gke_sweep_run_deleted", deleted.run_id)
     before = jobs(kube)
     assert len(before) == 7
@@ -146,7 +116,7 @@ def test_a_sweep_ends_the_jobs_no_task_instance_follows_and_only_those(kube: Any
     assert jobs(kube) == before  # the dry run ended nothing
 
     # the sweep, as an operator runs it from the CLI (it reads the metadata database)
-    table = _airflow_cli("pathways", "sweep-gke", "--conn-id", CONN, "--namespace", NAMESPACE)
+    table = airflow_cli("pathways", "sweep-gke", "--conn-id", CONN, "--namespace", NAMESPACE)
     assert table.splitlines()[-1] == "2 ended, 4 kept"
     assert _table_row(table, "gke_sweep_subjects.marked_failed_later").startswith("ended")
     assert _table_row(table, f"gke_sweep_run_deleted.served {deleted.run_id}").startswith("ended")

@@ -142,3 +142,30 @@ def outcomes_of(dag: Any, run_id: str) -> dict[str, TaskOutcome]:
             if key in outcomes:
                 outcomes[key].xcom[row.key] = value_of(row)
     return outcomes
+
+
+def set_task_state(dag_id: str, task_id: str, state: str, run_id: str | None = None) -> None:
+    """What the UI's *Mark failed* (or *success*) does to task instances that are no longer running:
+    their rows' state changes, and no try runs to be killed."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    chosen = update(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.task_id == task_id)
+    if run_id is not None:
+        chosen = chosen.where(TaskInstance.run_id == run_id)
+    with create_session() as session:
+        session.execute(chosen.values(state=state))
+
+
+def airflow_cli(*args: str) -> str:
+    """``airflow <args>`` as an operator runs it beside the deployment (same home, connections): its
+    output; fails the test when the command fails."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("airflow")), *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
