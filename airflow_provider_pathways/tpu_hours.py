@@ -16,6 +16,8 @@ from typing import Any
 
 from airflow_provider_pathways.reattach_rules import known_fields
 
+#: The XCom key (and ``task_state_store`` key) of a task's tries' TPU-hours.
+TPU_HOURS_KEY = "tpu_hours"
 #: The milestones of a job, in the order it reaches them (after ``submitted``).
 MILESTONES = ("running", "ready", "ended")
 SECONDS_PER_HOUR = 3600.0
@@ -197,6 +199,12 @@ class TryUsage:
     admitted_later: bool = False
     #: Earlier tries that followed this job before this try took it over (reattached to it).
     replaced_tries: tuple[int, ...] = ()
+    #: Slurm: the slices' own time in hours, from the worker array's records (each slice runs from
+    #: its array task's start to its end); when set, chips are held per slice-hour, not for
+    #: ``slices`` * the job's wall time.
+    slice_hours: float | None = None
+    #: Slurm: why ``slice_hours`` is not known (the try's TPU-hours are then unknown).
+    slice_hours_unknown: str | None = None
 
     @property
     def chips(self) -> int | None:
@@ -212,8 +220,17 @@ class TryUsage:
         return max(0.0, self.ended - self.started) / SECONDS_PER_HOUR
 
     @property
+    def by_slice(self) -> bool:
+        """Measured per slice (Slurm's worker array), not as slices * wall time."""
+        return self.slice_hours is not None or self.slice_hours_unknown is not None
+
+    @property
     def tpu_hours(self) -> float | None:
-        """Chips * wall hours; None when either is unknown."""
+        """Chips * wall hours, or chips per slice * slice-hours; None when a factor is unknown."""
+        if self.by_slice:
+            if self.chips_per_slice is None or self.slice_hours is None:
+                return None
+            return self.chips_per_slice * self.slice_hours
         chips, hours = self.chips, self.hours
         return None if chips is None or hours is None else chips * hours
 
@@ -222,6 +239,10 @@ class TryUsage:
         missing = []
         if self.chips_per_slice is None:
             missing.append("chips per slice")
+        if self.by_slice:
+            if self.slice_hours is None:
+                missing.append(self.slice_hours_unknown or "slice time")
+            return ", ".join(missing) or None
         if self.slices is None:
             missing.append("slice count")
         if self.started is None:
@@ -294,6 +315,11 @@ class TpuHours:
             head = f"TPU-hours: try {try_number} not known"
         elif this.tpu_hours is None:
             head = f"TPU-hours: try {try_number} unknown (no {this.unknown()})"
+        elif this.slice_hours is not None:
+            head = (
+                f"TPU-hours: try {try_number} {this.tpu_hours:.4f} ({this.tpu_type or 'TPU'}: "
+                f"{this.chips_per_slice} chips x {this.slice_hours * 60:.2f} slice-min)"
+            )
         else:
             assert this.hours is not None
             head = (
@@ -316,8 +342,12 @@ def tpu_hours(tries: Iterable[TryUsage], unrecorded: int = 0) -> TpuHours:
 
     Rules:
 
-    - a try's TPU-hours are chips per slice * slices * the wall time from its job's start to its
-      end, in hours: the moments the job recorded where it has them (``Timeline.observe``'s
+    - on Slurm, where each slice is a worker array task with a start and an end of its own, a
+      try's TPU-hours are chips per slice * the slices' time in hours (``slice_hours``,
+      :func:`~airflow_provider_pathways.slurm.slice_time.slice_time`: a service's over its worker
+      array's life, a workload's within its own run);
+    - elsewhere, a try's TPU-hours are chips per slice * slices * the wall time from its job's
+      start to its end, in hours: the moments the job recorded where it has them (``Timeline.observe``'s
       ``recorded``), else first seen running (admitted and placed, no longer queued; for a job no
       queue admits that ended before anyone saw it running, its creation) and first seen ended;
     - a quantity that is not known (no chip count, e.g. a Slurm job without ``SLICE_SHAPE``; a job
@@ -344,6 +374,7 @@ def _merge(earlier: TryUsage, later: TryUsage) -> TryUsage:
         return b if b is not None else a
 
     ends = [e for e in (earlier.ended, later.ended) if e is not None]
+    slice_hours = first(earlier.slice_hours, later.slice_hours)
     return replace(
         later,
         tpu_type=first(earlier.tpu_type, later.tpu_type),
@@ -357,6 +388,10 @@ def _merge(earlier: TryUsage, later: TryUsage) -> TryUsage:
         slices_ready=tuple(sorted(set(earlier.slices_ready) | set(later.slices_ready))),
         admitted_later=earlier.admitted_later or later.admitted_later,
         replaced_tries=tuple(sorted({*earlier.replaced_tries, earlier.try_number, *later.replaced_tries})),
+        slice_hours=slice_hours,
+        slice_hours_unknown=(
+            None if slice_hours is not None else first(earlier.slice_hours_unknown, later.slice_hours_unknown)
+        ),
     )
 
 

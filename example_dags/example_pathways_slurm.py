@@ -102,8 +102,10 @@ with DAG(
         environment={
             "PATHWAYS_PROXY_ADDRESS": "{{ ti.xcom_pull(task_ids='wait_for_pathways')['proxy_address'] }}",
         },
-        # its slices: a failure while one of them was lost is a preemption, retried
+        # its slices: a failure while one of them was lost is a preemption, retried; with their
+        # shape, the try's TPU-hours (chips per slice x the slices' time while it ran)
         worker_array_job_id="{{ ti.xcom_pull(task_ids='wait_for_pathways')['worker_array_job_id'] }}",
+        slice_shape="2x4",
         deferrable=True,
         poll_interval=2,
         retries=2,

@@ -114,6 +114,7 @@ def test_slurm_operators_run_with_every_template_field_from_xcom(
     workload = outcomes["workload"].xcom["job"]
     assert workload["name"] == "xcomarg-workload"
     assert workload["partition"] == "batch"
+    assert outcomes["workload"].xcom["tpu_hours"]["tries"][0]["chips_per_slice"] == 8  # slice_shape 2x4
     with open(f"{conf['workdir']}/xcomarg-{workload['job_id']}.out") as output:
         assert f"workload sees {SLURM_ENV_MARKER}" in output.read()
     assert outcomes["service"].xcom["job_id"] in outcomes["stop"].xcom["return_value"]["cancelled"]

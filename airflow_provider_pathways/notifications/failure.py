@@ -27,6 +27,7 @@ from airflow_provider_pathways.failures import (
     PathwaysUserProgramFailed,
     PathwaysWatchLost,
 )
+from airflow_provider_pathways.tpu_hours import TPU_HOURS_KEY
 from airflow_provider_pathways.transient import ConnectionToFix
 
 if TYPE_CHECKING:
@@ -46,13 +47,12 @@ KINDS: tuple[tuple[type[BaseException], str, str], ...] = (
     (AirflowTaskTimeout, "execution timeout", "submits a fresh job"),
 )
 OTHER = "other"
-TPU_HOURS_KEY = "tpu_hours"  # the XCom the GKE operator pushes (operators/usage.py)
 
 
 @dataclass(frozen=True)
 class FailureNotice:
     """What a failure notice says: the task instance, the kind of failure, what the next try does,
-    and the task's TPU-hours so far (None: not known, e.g. a Slurm task)."""
+    and the task's TPU-hours so far (None: not known)."""
 
     dag_id: str
     task_id: str
@@ -125,7 +125,7 @@ def failure_notice(context: Mapping[str, Any]) -> FailureNotice:
 
 
 def _tpu_hours(ti: Any, map_index: int) -> dict[str, Any]:
-    """The TPU-hours the task pushed (GKE), or nothing."""
+    """The TPU-hours the task pushed, or nothing."""
     try:
         pulled = ti.xcom_pull(task_ids=ti.task_id, key=TPU_HOURS_KEY, map_indexes=map_index)
     except Exception:

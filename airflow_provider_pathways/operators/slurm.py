@@ -39,6 +39,7 @@ from airflow_provider_pathways.slurm.submit import (
     array_size_problem,
     service_environment,
     service_problems,
+    slice_shape_problem,
 )
 from airflow_provider_pathways.transient import describe_error
 
@@ -298,7 +299,9 @@ class PathwaysSlurmServiceOperator(SlurmJobBaseOperator):
         if readiness.ready:
             self._running_slices = readiness.running_slices
             if check.job is not None:
-                self.report_job(context, check.job, ready_at=check.seen_at)
+                self.report_job(
+                    context, check.job, ready_at=check.seen_at, worker_array=readiness.worker_array_job_id
+                )
             self.log.info("Pathways service %s is ready: proxy %s", job_id, readiness.proxy_address)
             context["ti"].xcom_push(key="proxy_address", value=readiness.proxy_address)
             context["ti"].xcom_push(key="worker_array_job_id", value=readiness.worker_array_job_id)
@@ -374,7 +377,11 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         (its slices; templated, e.g. the service task's XCom ``worker_array_job_id``). A failure of
         the workload while one of its slices was lost (a worker array task preempted, failed with
         its node or requeued while the workload ran) is then a preemption, retried, as on GKE
-        (:func:`~airflow_provider_pathways.slurm.end_states.slice_lost_during`).
+        (:func:`~airflow_provider_pathways.slurm.end_states.slice_lost_during`). With
+        ``slice_shape``, the try's TPU-hours are those of the slices while the workload ran.
+    :param slice_shape: the service's ``SLICE_SHAPE`` (e.g. ``2x4``; templated): chips per slice,
+        for the try's TPU-hours (XCom ``tpu_hours``, the ``tpu_hours`` metric, the timeline);
+        without it (or without ``worker_array_job_id``) they are unknown.
     :param hold_timeout: seconds a job may stay held (``JobHeldUser``, ``JobHeldAdmin``,
         ``scontrol requeuehold``) before the wait ends (default one hour; ``None``: no bound). A job
         Slurm requeued held after its launch failed again and again (``launch_failed_requeued_held``)
@@ -393,8 +400,11 @@ class SlurmJobOperator(SlurmJobBaseOperator):
     template_fields: Sequence[str] = (
         *SlurmJobBaseOperator.template_fields,
         "worker_array_job_id",
+        "slice_shape",
         "checkpoint_dir",
     )
+
+    ready_from_start = True
 
     def __init__(
         self,
@@ -402,6 +412,7 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         log_tail_lines: int = 40,
         resubmit_if_outcome_unknown: bool = False,
         worker_array_job_id: int | str | None = None,
+        slice_shape: str | None = None,
         hold_timeout: float | None = DEFAULT_HOLD_TIMEOUT,
         max_requeues: int | None = DEFAULT_MAX_REQUEUES,
         checkpoint_dir: str | None = None,
@@ -412,6 +423,7 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         self.log_tail_lines = log_tail_lines
         self.resubmit_if_outcome_unknown = resubmit_if_outcome_unknown
         self.worker_array_job_id = worker_array_job_id
+        self.slice_shape = slice_shape
         self.hold_timeout = hold_timeout
         self.max_requeues = max_requeues
         self._stuck = StuckJobWatch(hold_timeout=hold_timeout, max_requeues=max_requeues)
@@ -423,6 +435,8 @@ class SlurmJobOperator(SlurmJobBaseOperator):
             self.worker_array()
         except ValueError as err:
             problems.append(str(err))
+        if self.slice_shape is not None and (problem := slice_shape_problem(self.slice_shape)):
+            problems.append(problem)
         return problems
 
     def worker_array(self) -> int | None:
@@ -460,6 +474,12 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         return JobJudgement.failed(
             FailureClass.PREEMPTED, f"{judgement.message}; {lost}: a lost slice, retried as a preemption"
         )
+
+    def usage_window(self, job: SlurmJob) -> tuple[float | None, float | None] | None:
+        """The workload used its service's slices while it ran (a job that never started, none)."""
+        if job.start_time is None:
+            return None
+        return job.start_time.timestamp(), job.end_time.timestamp() if job.end_time and job.terminal else None
 
     def lost_job(self, job_id: int, lost: str = "") -> tuple[FailureClass, str]:
         """Unknown outcome: not resubmitted unless ``resubmit_if_outcome_unknown``."""
@@ -539,7 +559,8 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         tail = self._output_tail(job)
         judgement = self.judge_failure(job, self.judgement(job), tail)
         if judgement.verdict is not Verdict.ACTIVE:
-            self.report_job(context, job, preempted=judgement.failure is FailureClass.PREEMPTED)
+            preempted = judgement.failure is FailureClass.PREEMPTED
+            self.report_job(context, job, preempted=preempted, worker_array=self.worker_array())
         self.log_tail(f"Last lines of the output of Slurm job {job_id} ({job.std_out}):", tail)
         context["ti"].xcom_push(key="job_id", value=job_id)  # also when no wait of this try pushed it
         context["ti"].xcom_push(key="job", value=job.to_dict())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -41,6 +42,7 @@ from airflow_provider_pathways.slurm.job import (
     owner_words,
     task_instance_marker,
 )
+from airflow_provider_pathways.slurm.slice_time import SliceTime, slice_time
 from airflow_provider_pathways.slurm.submit import (
     SubmitRequest,
     environment_problems,
@@ -48,6 +50,7 @@ from airflow_provider_pathways.slurm.submit import (
     script_problems,
 )
 from airflow_provider_pathways.sweep import left_running_when
+from airflow_provider_pathways.tpu_hours import TryUsage
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
     describe_error,
@@ -80,6 +83,10 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
     #: Pathways service's is ``role=pathways-service``): a job of this provider that is not a
     #: Pathways service is never taken for another service's rival (docs/sensors/cluster_env.rst).
     job_role: str = JOB_ROLE
+    #: The TPU topology of the slices this task's job uses (``SLICE_SHAPE``): chips per slice.
+    slice_shape: Any = None
+    #: The timeline draws the job ready from its start (a workload, run against a ready service).
+    ready_from_start = False
     #: What every Slurm job operator templates (subclasses add their own).
     template_fields: Sequence[str] = (
         "script",
@@ -363,14 +370,21 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         return JobJudgement(Verdict(outcome.value), None, message)
 
     def report_job(
-        self, context: Context, job: SlurmJob, *, ready_at: float | None = None, preempted: bool = False
+        self,
+        context: Context,
+        job: SlurmJob,
+        *,
+        ready_at: float | None = None,
+        preempted: bool = False,
+        worker_array: int | None = None,
     ) -> None:
         """Keep whether this try's job was preempted (the lineage facet reads it) and send what
         Slurm's own times say of ``job`` (:mod:`~airflow_provider_pathways.metrics`): its queue wait
         (submit to start), time to ready (submit to ``ready_at``, the look that saw the service
-        ready), time to finish (submit to end, once it ended), requeues, and a preemption. Never
-        raises."""
+        ready), time to finish (submit to end, once it ended), requeues, and a preemption; then the
+        try's TPU-hours from ``worker_array``'s slices (:meth:`report_usage`). Never raises."""
         self._preemptions = int(preempted)
+        self.report_usage(context, job, ready_at=ready_at, preempted=preempted, worker_array=worker_array)
         try:
             tags = self.metric_tags(context)
             submitted = job.submit_time
@@ -391,6 +405,61 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
                 metrics.emit(metrics.PREEMPTIONS, 1, tags)
         except Exception as err:  # measuring never fails the task
             self.log.debug("Could not send the metrics of Slurm job %s: %s", job.job_id, err)
+
+    def usage_window(self, job: SlurmJob) -> tuple[float | None, float | None] | None:
+        """When this try's job used its slices (epoch seconds; None: from the worker array's first
+        run, to its last end); None: it used none (it never started)."""
+        return None, None
+
+    def report_usage(
+        self,
+        context: Context,
+        job: SlurmJob,
+        *,
+        ready_at: float | None,
+        preempted: bool,
+        worker_array: int | None,
+    ) -> None:
+        """The try's TPU-hours (:func:`~airflow_provider_pathways.operators.usage.record_try_usage`):
+        chips per slice (from ``slice_shape``) * the worker array's slice-hours within
+        :meth:`usage_window` (:func:`~airflow_provider_pathways.slurm.slice_time.slice_time`), with
+        the job's own milestones for the timeline. Never raises."""
+        try:
+            from airflow_provider_pathways.gke.tpu import topology_chips
+            from airflow_provider_pathways.operators.usage import record_try_usage
+
+            chips: int | None = None
+            if self.slice_shape:
+                with suppress(ValueError):
+                    chips = topology_chips(str(self.slice_shape))
+            window = self.usage_window(job)
+            if window is None:
+                time = SliceTime(0.0)
+            elif worker_array is None:
+                time = SliceTime(None, unknown="slice time (the service's worker array is not known)")
+            else:
+                time = slice_time(self.hook.get_array_tasks(worker_array), since=window[0], until=window[1])
+
+            def epoch(moment: datetime | None) -> float | None:
+                return None if moment is None else moment.timestamp()
+
+            this = TryUsage(
+                try_number=int(getattr(context["ti"], "try_number", 0) or 0),
+                job=str(job.job_id),
+                tpu_type=None,
+                chips_per_slice=chips,
+                started=epoch(job.start_time),
+                ended=epoch(job.end_time) if job.terminal else None,
+                preempted=preempted,
+                submitted=epoch(job.submit_time),
+                ready=epoch(job.start_time) if self.ready_from_start else ready_at,
+                slices_ready=time.running,
+                slice_hours=time.slice_hours,
+                slice_hours_unknown=time.unknown,
+            )
+            record_try_usage(context, this, self.metric_tags(context), self.log)
+        except Exception as err:  # measuring never fails the task
+            self.log.debug("Could not report the TPU-hours of Slurm job %s: %s", job.job_id, err)
 
     def lineage_run(self) -> PathwaysRun:
         """The ``pathways`` run facet of this try (:mod:`~airflow_provider_pathways.lineage`)."""

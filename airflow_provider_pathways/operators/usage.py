@@ -1,6 +1,6 @@
-"""What a PathwaysJobOperator measures of its job: the milestones it sees as metrics, and each try's
-TPU-hours (in the task log, XCom ``tpu_hours`` and, from Airflow 3.3, kept across tries in the task's
-``task_state_store``)."""
+"""What the operators measure of their jobs: the milestones a PathwaysJobOperator sees as metrics,
+and each try's TPU-hours on any backend (in the task log, XCom ``tpu_hours`` and, from Airflow 3.3,
+kept across tries in the task's ``task_state_store``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from airflow_provider_pathways.gke.objects import QUEUE_NAME_LABEL
 from airflow_provider_pathways.gke.status import observe_status
 from airflow_provider_pathways.lineage import PathwaysRun, operator_lineage
 from airflow_provider_pathways.reattach_rules import FailureClass
-from airflow_provider_pathways.tpu_hours import Timeline, TryUsage, tpu_hours
+from airflow_provider_pathways.tpu_hours import TPU_HOURS_KEY, Timeline, TpuHours, TryUsage, tpu_hours
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.context import Context
@@ -21,9 +21,6 @@ if TYPE_CHECKING:
 
     from airflow_provider_pathways.gke.spec import PathwaysJobSpec
     from airflow_provider_pathways.gke.status import PathwaysJobStatus
-
-#: The XCom key, and the ``task_state_store`` key, of the tries' TPU-hours.
-TPU_HOURS_KEY = "tpu_hours"
 
 
 def spec_tpu(spec: PathwaysJobSpec) -> tuple[str | None, int | None]:
@@ -34,6 +31,30 @@ def spec_tpu(spec: PathwaysJobSpec) -> tuple[str | None, int | None]:
     except Exception:  # a machine type nobody knows: the spec's validation says so, not this
         chips = None
     return spec.device_type or spec.workers.type or None, chips
+
+
+def record_try_usage(context: Context, this: TryUsage, tags: dict[str, str], log: Logger) -> TpuHours:
+    """A try's end, on any backend: send its TPU-hours (when known), add it to the earlier tries'
+    kept in the task's ``task_state_store`` (Airflow 3.3+), push the tries' TPU-hours as XCom
+    ``tpu_hours`` and log one summary line; the tries' TPU-hours."""
+    if this.tpu_hours is not None:
+        metrics.emit(metrics.TPU_HOURS, this.tpu_hours, tags)
+    store = context.get("task_state_store")
+    earlier: list[TryUsage] = []
+    if store is not None:
+        with contextlib.suppress(Exception):
+            kept: Any = store.get(TPU_HOURS_KEY) or {}
+            earlier = [TryUsage.from_dict(t) for t in kept.get("tries") or []]
+    # before Airflow 3.3 (no task_state_store) nothing of the earlier tries is kept: the total is
+    # this try's, marked a lower bound
+    unrecorded = 0 if store is not None else max(0, this.try_number - 1)
+    usage = tpu_hours([*(t for t in earlier if t.try_number != this.try_number), this], unrecorded)
+    if store is not None:
+        with contextlib.suppress(Exception):
+            store_for_good(store, TPU_HOURS_KEY, {"tries": [t.to_dict() for t in usage.tries]})
+    context["ti"].xcom_push(key=TPU_HOURS_KEY, value=usage.to_dict())
+    log.info("%s", usage.summary(this.try_number))
+    return usage
 
 
 def emit_milestones(reached: tuple[str, ...], timeline: Timeline, tags: dict[str, str]) -> None:
@@ -121,24 +142,8 @@ class MeasuredPathwaysJob:
             slices_ready=timeline.slices_ready,
             admitted_later=timeline.admitted_later,
         )
-        if this.tpu_hours is not None:
-            metrics.emit(metrics.TPU_HOURS, this.tpu_hours, tags)
-        store = context.get("task_state_store")
-        earlier: list[TryUsage] = []
-        if store is not None:
-            with contextlib.suppress(Exception):
-                kept: Any = store.get(TPU_HOURS_KEY) or {}
-                earlier = [TryUsage.from_dict(t) for t in kept.get("tries") or []]
-        # before Airflow 3.3 (no task_state_store) nothing of the earlier tries is kept: the total
-        # is this try's, marked a lower bound
-        unrecorded = 0 if store is not None else max(0, this.try_number - 1)
-        usage = tpu_hours([*(t for t in earlier if t.try_number != this.try_number), this], unrecorded)
-        if store is not None:
-            with contextlib.suppress(Exception):
-                store_for_good(store, TPU_HOURS_KEY, {"tries": [t.to_dict() for t in usage.tries]})
+        usage = record_try_usage(context, this, tags, self.log)
         self._preemptions = sum(t.preempted for t in usage.tries)
-        ti.xcom_push(key=TPU_HOURS_KEY, value=usage.to_dict())
-        self.log.info("%s", usage.summary(this.try_number))
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage (:mod:`~airflow_provider_pathways.lineage`): the ``pathways`` run facet and the

@@ -14,8 +14,8 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-from airflow_provider_pathways.operators.usage import TPU_HOURS_KEY
 from airflow_provider_pathways.plugins.timeline_chart import CacheRow, RunTimeline, TryRow, tries_from_xcom
+from airflow_provider_pathways.tpu_hours import TPU_HOURS_KEY
 
 #: Where the app is mounted on the API server.
 URL_PREFIX = "/pathways"

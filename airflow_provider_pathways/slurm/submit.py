@@ -688,13 +688,18 @@ def script_problems(script: str | None, script_path: str | None) -> list[str]:
     return []
 
 
+def slice_shape_problem(slice_shape: Any) -> str | None:
+    """What is wrong with a ``SLICE_SHAPE`` value, naming the argument; None when it is a topology."""
+    if not isinstance(slice_shape, str) or not SLICE_SHAPE.fullmatch(slice_shape):
+        return f"slice_shape: {slice_shape!r} is not a topology like 2x4 or 2x2x2"
+    return None
+
+
 def service_problems(
     *, slice_shape: Any, min_slices: Any, max_slices: Any, gcs_bucket: Any, environment: Mapping[str, Any]
 ) -> list[str]:
     """Problems with the service job's own arguments, each naming the argument and the fix."""
-    problems = []
-    if not isinstance(slice_shape, str) or not SLICE_SHAPE.fullmatch(slice_shape):
-        problems.append(f"slice_shape: {slice_shape!r} is not a topology like 2x4 or 2x2x2")
+    problems = [problem] if (problem := slice_shape_problem(slice_shape)) else []
     slices: list[int] = []
     for argument, value in (("min_slices", min_slices), ("max_slices", max_slices)):
         try:

@@ -255,6 +255,7 @@ with DAG(
         script_path=s["no_script"],
         environment=s["environment"],
         worker_array_job_id=service.output["worker_array_job_id"],
+        slice_shape=s["slice_shape"],
         checkpoint_dir=s["checkpoint_dir"],
         **job_fields,
         poll_interval=0.5,

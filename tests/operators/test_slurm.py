@@ -57,6 +57,23 @@ def job_state(job_id: int | str) -> str:
     return "UNKNOWN"
 
 
+def slice_runs(array: int | str) -> list[tuple[int, int]]:
+    """(start, end) in epoch seconds of each ended task of a worker array, as scontrol shows it."""
+    out = subprocess.run(
+        ["scontrol", "-o", "show", "job", str(array)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "SLURM_TIME_FORMAT": "%s"},
+    ).stdout
+    runs = []
+    for line in out.splitlines():
+        fields = dict(field.split("=", 1) for field in line.split() if "=" in field)
+        if fields.get("StartTime", "").isdigit() and fields.get("EndTime", "").isdigit():
+            runs.append((int(fields["StartTime"]), int(fields["EndTime"])))
+    return runs
+
+
 def params(slurm_cluster: dict[str, str], conn: str, **extra: str) -> dict[str, str]:
     return {"conn": conn, "scripts": slurm_cluster["SLURM_SANDBOX_SCRIPTS_DIR"], **extra}
 
@@ -235,6 +252,16 @@ def test_example_dag_runs_service_readiness_workload_and_teardown(
     while squeue("-j", str(array), "-t", "R,PD", "-o", "%i") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert squeue("-j", str(array), "-t", "R,PD", "-o", "%i") == []  # the worker slices went too
+    # The workload's TPU-hours: 8 chips per 2x4 slice x the time its slices ran while it ran, as
+    # Slurm recorded it (each slice's start and end; the workload's own)
+    job = outcomes["train"].xcom["job"]
+    start, end = (pendulum.parse(job[key]).timestamp() for key in ("start_time", "end_time"))
+    seconds = sum(max(0, min(stop, end) - max(begin, start)) for begin, stop in slice_runs(array))
+    assert seconds >= 2 * (end - start) > 0  # min_slices ran throughout
+    usage = outcomes["train"].xcom["tpu_hours"]
+    assert usage["tries"][0]["slice_hours"] == pytest.approx(seconds / 3600)
+    assert usage["total"] == pytest.approx(8 * seconds / 3600, abs=1e-6) and usage["complete"]
+    assert f"TPU-hours: try 1 {8 * seconds / 3600:.4f} (TPU: 8 chips x {seconds / 60:.2f} slice-min)" in logs
 
 
 @pytest.mark.parametrize("conn", TRANSPORTS)
