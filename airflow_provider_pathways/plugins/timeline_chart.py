@@ -7,6 +7,7 @@ cleanups' freed bytes. Drawn as one SVG in a plain HTML page (the Airflow UI plu
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -15,14 +16,20 @@ from typing import Any
 from airflow_provider_pathways.cache.values import format_bytes
 from airflow_provider_pathways.tpu_hours import slice_changes
 
-#: The bars of a try, in order, with the milestones that bound each and their colour.
+#: The bars of a try, in order, with the milestones that bound each, their colour and the colour
+#: of the text written in them.
 PHASES = (
-    ("queued", "submitted", "started", "#c6c6c6"),
-    ("starting", "started", "ready", "#8ab4f8"),
-    ("ready", "ready", "ended", "#1e8e3e"),
+    ("queued", "submitted", "started", "#c6c6c6", "#202124"),
+    ("starting", "started", "ready", "#8ab4f8", "#202124"),
+    ("ready", "ready", "ended", "#1e8e3e", "#ffffff"),
 )
 PREEMPTED_COLOUR = "#d93025"
 ROW, LABEL_WIDTH, CHART_WIDTH = 28, 220, 760
+#: Spacings of the time axis's ticks, in seconds: the first that draws at most MAX_TICKS.
+TICK_SECONDS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+MAX_TICKS = 10
+#: Width of a character of the chart's 11 px text, for what fits in a bar (an upper bound).
+CHAR_WIDTH = 6.6
 
 
 @dataclass(frozen=True)
@@ -117,8 +124,81 @@ def _clock(moment: float) -> str:
     return datetime.fromtimestamp(moment, tz=timezone.utc).strftime("%H:%M:%S")
 
 
+def format_duration(seconds: float) -> str:
+    """``45 s``, ``12 min 5 s``, ``3 h 20 min``: a span, to the second under ten minutes."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 600:
+        minutes, rest = divmod(seconds, 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    if seconds < 3600:
+        return f"{round(seconds / 60)} min"
+    hours, minutes = divmod(round(seconds / 60), 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+def time_ticks(low: float, high: float) -> list[tuple[float, str]]:
+    """The time axis's ticks between ``low`` and ``high`` (epoch seconds) and their labels (UTC):
+    whole multiples of the first spacing of :data:`TICK_SECONDS` that draws at most
+    :data:`MAX_TICKS`; seconds shown under a minute's spacing, the date where the run spans days."""
+    span = max(high - low, 1.0)
+    step = next((s for s in TICK_SECONDS if span / s < MAX_TICKS), None)
+    if step is None:  # longer than ten days: whole days
+        step = TICK_SECONDS[-1] * (math.floor(span / (TICK_SECONDS[-1] * (MAX_TICKS - 1))) + 1)
+    days = (
+        datetime.fromtimestamp(low, tz=timezone.utc).date()
+        != datetime.fromtimestamp(high, tz=timezone.utc).date()
+    )
+    pattern = "%H:%M:%S" if step < 60 else "%H:%M"
+    ticks: list[tuple[float, str]] = []
+    at = math.ceil(low / step) * step
+    while at <= high:
+        moment = datetime.fromtimestamp(at, tz=timezone.utc)
+        label = moment.strftime(pattern)
+        if days and (not ticks or moment.strftime("%H:%M:%S") == "00:00:00"):
+            label = moment.strftime("%d %b ") + label
+        ticks.append((float(at), label))
+        at += step
+    return ticks
+
+
+def _bar_text(phase: str, seconds: float, width: float, kueue: bool) -> str | None:
+    """What a bar of ``width`` px says: its phase and duration, else the duration, else nothing."""
+    name = "queued (Kueue)" if kueue else phase
+    for text in (f"{name} {format_duration(seconds)}", format_duration(seconds)):
+        if len(text) * CHAR_WIDTH + 8 <= width:
+            return text
+    return None
+
+
+def _row_summary(row: TryRow) -> str:
+    """The hover text of a try: its state, span, job milestones and TPU-hours."""
+    parts = [f"{row.task} · try {row.try_number}: {row.state or 'no state'}"]
+    if row.try_start is not None:
+        end = (
+            f"{_clock(row.try_end)} ({format_duration(row.try_end - row.try_start)})"
+            if row.try_end
+            else "now"
+        )
+        parts.append(f"try {_clock(row.try_start)} to {end}")
+    milestones = [(name, getattr(row, name)) for name in ("submitted", "started", "ready", "ended")]
+    seen = [f"{name} {_clock(at)}" for name, at in milestones if at is not None]
+    if seen:
+        parts.append("job " + ", ".join(seen))
+    if row.tpu_hours is not None:
+        parts.append(f"{row.tpu_hours:.4f} TPU-hours")
+    if row.preempted:
+        parts.append("preempted")
+    if row.replaced_by is not None:
+        parts.append(f"its job followed on by try {row.replaced_by}")
+    return "; ".join(parts)
+
+
 def render_svg(rows: Sequence[TryRow]) -> str:
-    """The chart: a row per try, bars per phase; ``data-*`` attributes name what each element is."""
+    """The chart: a time axis with ticks above and below, a row per try, bars per phase (with their
+    phase and duration where they fit); ``data-*`` attributes name what each element is, and
+    ``<title>`` elements give the details on hover."""
     low, high = _span(rows)
     scale = CHART_WIDTH / (high - low)
 
@@ -126,44 +206,68 @@ def render_svg(rows: Sequence[TryRow]) -> str:
         return LABEL_WIDTH + (moment - low) * scale
 
     height = ROW * (len(rows) + 2)
+    bottom = ROW * (len(rows) + 1)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_WIDTH + CHART_WIDTH + 20}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_WIDTH + CHART_WIDTH + 40}" '
         f'height="{height}" font-family="sans-serif" font-size="12" role="img">'
     ]
+    parts.append(f'<text x="{LABEL_WIDTH - 8}" y="{ROW - 10}" text-anchor="end" fill="#5f6368">UTC</text>')
+    for at, label in time_ticks(low, high):
+        tick_x, text = x(at), html.escape(label)
+        labels = "".join(
+            f'<text x="{tick_x:.1f}" y="{y}" text-anchor="middle" fill="#5f6368">{text}</text>'
+            for y in (ROW - 10, bottom + 18)
+        )
+        parts.append(
+            f'<g data-tick="{text}"><line x1="{tick_x:.1f}" x2="{tick_x:.1f}" y1="{ROW - 4}" '
+            f'y2="{bottom + 4}" stroke="#e8eaed"/>{labels}</g>'
+        )
     for index, row in enumerate(rows):
         top = ROW * (index + 1)
         label = f"{row.task} · try {row.try_number}" + (" · preempted" if row.preempted else "")
         if row.replaced_by is not None:
             label += f" · replaced by try {row.replaced_by}"
+        summary = html.escape(_row_summary(row))
         replaced = "" if row.replaced_by is None else f' data-replaced-by="{row.replaced_by}"'
         parts.append(
             f'<g data-task="{html.escape(row.task)}" data-try="{row.try_number}" '
             f'data-state="{html.escape(row.state or "")}" data-preempted="{str(row.preempted).lower()}"'
             f"{replaced}>"
         )
-        parts.append(f'<text x="4" y="{top + 17}">{html.escape(label)}</text>')
+        parts.append(f'<text x="4" y="{top + 17}">{html.escape(label)}<title>{summary}</title></text>')
         if row.try_start is not None:
             end = row.try_end if row.try_end is not None else high
             parts.append(
                 f'<rect data-phase="try" x="{x(row.try_start):.1f}" y="{top + 2}" '
                 f'width="{max(1.0, (end - row.try_start) * scale):.1f}" height="{ROW - 4}" '
-                f'fill="none" stroke="#5f6368" stroke-dasharray="3 2"/>'
+                f'fill="none" stroke="#5f6368" stroke-dasharray="3 2"><title>{summary}</title></rect>'
             )
-        for phase, start_key, end_key, colour in PHASES:
+        for phase, start_key, end_key, colour, text_colour in PHASES:
             start, end = getattr(row, start_key), getattr(row, end_key)
             if start is None:
                 continue
             if end is None:  # still in this phase when the try ended (or is running)
                 end = row.ended if row.ended is not None else (row.try_end or high)
-            if end < start:
+            if end < start or (end == start and phase != "ready"):  # a job ready as it started
                 continue
-            fill = PREEMPTED_COLOUR if row.preempted and phase == "ready" else colour
-            title = f"{phase}: {_clock(start)} to {_clock(end)} ({end - start:.0f} s)"
+            preempted = row.preempted and phase == "ready"
+            fill = PREEMPTED_COLOUR if preempted else colour
+            kueue = phase == "queued" and row.admitted_later
+            what = "queued until Kueue admitted it" if kueue else phase
+            title = f"{what}: {_clock(start)} to {_clock(end)} ({format_duration(end - start)})"
+            width = max(1.0, (end - start) * scale)
             parts.append(
                 f'<rect data-phase="{phase}" x="{x(start):.1f}" y="{top + 6}" '
-                f'width="{max(1.0, (end - start) * scale):.1f}" height="{ROW - 12}" fill="{fill}">'
+                f'width="{width:.1f}" height="{ROW - 12}" fill="{fill}">'
                 f"<title>{html.escape(title)}</title></rect>"
             )
+            written = _bar_text(phase, end - start, width, kueue)
+            if written is not None:
+                parts.append(
+                    f'<text data-label="{phase}" x="{x(start) + 4:.1f}" y="{top + 18}" font-size="11" '
+                    f'fill="{"#ffffff" if preempted else text_colour}" pointer-events="none">'
+                    f"{html.escape(written)}</text>"
+                )
         if row.admitted_later and row.started is not None:
             parts.append(
                 f'<line data-phase="admitted" x1="{x(row.started):.1f}" x2="{x(row.started):.1f}" '
@@ -176,9 +280,6 @@ def render_svg(rows: Sequence[TryRow]) -> str:
             mark = "✕" if row.preempted else "■"
             parts.append(f'<text data-phase="ended" x="{x(row.ended) + 3:.1f}" y="{top + 17}">{mark}</text>')
         parts.append("</g>")
-    axis = ROW * (len(rows) + 1) + 14
-    parts.append(f'<text x="{LABEL_WIDTH}" y="{axis}">{_clock(low)} UTC</text>')
-    parts.append(f'<text x="{LABEL_WIDTH + CHART_WIDTH}" y="{axis}" text-anchor="end">{_clock(high)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -195,10 +296,13 @@ def _slice_steps(row: TryRow, x: Any, top: float, until: float) -> str:
         y = bottom - height * count / most
         points += [f"{x(at):.1f},{y:.1f}", f"{x(max(at, following[0])):.1f},{y:.1f}"]
     steps = ", ".join(f"{_clock(at)}: {count}" for at, count in changes)
+    last = changes[-1][1]
     return (
         f'<polyline data-phase="slices" data-counts="{" ".join(str(c) for _, c in changes)}" '
         f'points="{" ".join(points)}" fill="none" stroke="#202124" stroke-width="1.5">'
         f"<title>{html.escape('slices ready, ' + steps)}</title></polyline>"
+        f'<text data-label="slices" x="{x(until) + 14:.1f}" y="{top + 17}" font-size="11" fill="#202124">'
+        f"{last}/{most}<title>{html.escape(f'{last} slices ready at the end, {most} at most')}</title></text>"
     )
 
 
@@ -206,7 +310,7 @@ def render_page(timeline: RunTimeline) -> str:
     """The HTML page: the chart, a legend, the tries' TPU-hours and the cache cleanups."""
     title = f"Pathways timeline · {timeline.dag_id} · {timeline.run_id}"
     legend = "".join(
-        f'<span><i style="background:{colour}"></i>{phase}</span>' for phase, _, _, colour in PHASES
+        f'<span><i style="background:{colour}"></i>{phase}</span>' for phase, _, _, colour, _ in PHASES
     )
     legend += f'<span><i style="background:{PREEMPTED_COLOUR}"></i>preempted</span>'
     legend += '<span><i style="height:2px;background:#202124"></i>slices ready (step line)</span>'

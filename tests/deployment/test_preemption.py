@@ -104,7 +104,7 @@ def test_a_preempted_and_retried_task_sends_its_metrics(
         assert {tags["tpu_type"] for tags, _, _ in ended} == {"v5litepod-16"}
         assert len(statsd.wait_for(metrics.TPU_HOURS.name, 2, **where)) == 2
     else:
-        assert hours == []  # a Slurm workload holds no TPU chips
+        assert hours == []  # without its service's slices and their shape: TPU-hours unknown
 
 
 @pytest.mark.scenario("preempt[gke-retries-unset]")

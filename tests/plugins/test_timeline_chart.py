@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from airflow_provider_pathways.plugins.timeline_chart import (
+    CHART_WIDTH,
+    LABEL_WIDTH,
     CacheRow,
     RunTimeline,
     render_page,
+    time_ticks,
     tries_from_xcom,
 )
 
@@ -82,3 +87,101 @@ def test_the_slice_line_stops_at_the_end_the_job_recorded() -> None:
     (row,) = tries_from_xcom("train", {"tries": [seen]}, ATTEMPTS[:1])
     page = render_page(RunTimeline("dag", "run", (row,)))
     assert 'data-counts="2 2"' in page and "03:23" not in page
+
+
+HOUR = 498_894  # 2026-11-30 06:00 UTC, in hours since the epoch
+
+
+def test_the_time_axis_has_ticks_at_round_moments_for_short_and_long_runs() -> None:
+    # 100 s: every 15 s, with seconds; 6 hours: every hour; a run over midnight names the dates
+    assert [label for _, label in time_ticks(100.0, 200.0)] == [
+        "00:01:45",
+        "00:02:00",
+        "00:02:15",
+        "00:02:30",
+        "00:02:45",
+        "00:03:00",
+        "00:03:15",
+    ]
+    six_hours = time_ticks(HOUR * 3600 + 1200, HOUR * 3600 + 1200 + 6 * 3600)  # 06:20 to 12:20
+    assert [label for _, label in six_hours] == ["07:00", "08:00", "09:00", "10:00", "11:00", "12:00"]
+    assert all(at % 3600 == 0 for at, _ in six_hours)
+    over_midnight = [label for _, label in time_ticks(1_796_083_200.0 - 7200, 1_796_083_200.0 + 7200)]
+    assert over_midnight[0] == "30 Nov 22:00" and "01 Dec 00:00" in over_midnight
+    for low, high in ((0.0, 1.0), (0.0, 59.0), (0.0, 86400.0 * 3), (0.0, 86400.0 * 40)):
+        assert 1 <= len(time_ticks(low, high)) <= 10
+
+
+def test_bars_say_their_phase_and_duration_where_they_fit_and_on_hover() -> None:
+    rows = tries_from_xcom("train", TPU_HOURS, ATTEMPTS)
+    page = render_page(RunTimeline("dag", "run", tuple(rows)))
+    # try 2 was ready from 143 to 200 (57 s of a 102 s chart): wide enough for its name
+    assert '<text data-label="ready"' in page and ">ready 57 s</text>" in page
+    assert "<title>ready: 00:02:23 to 00:03:20 (57 s)</title>" in page
+    # try 1 was queued 2 s: too narrow to write in, said on hover
+    assert "<title>queued: 00:01:40 to 00:01:42 (2 s)</title>" in page and ">queued 2 s<" not in page
+    # hovering a try's label or span tells its state, span, job and TPU-hours
+    assert (
+        "train · try 1: up_for_retry; try 00:01:39 to 00:02:11 (32 s); job submitted 00:01:40, started "
+        "00:01:42, ready 00:01:45, ended 00:02:10; 0.2500 TPU-hours; preempted"
+    ) in page
+    assert page.count('data-tick="') >= 5
+    assert 'data-label="slices"' in page and ">1/2<" in page  # try 1 ended with 1 of its 2 slices
+
+
+def test_a_long_run_of_many_tries_stays_legible() -> None:
+    """Dozens of tries over hours: one row each, the axis in whole hours, each Kueue wait and slice
+    count said, nothing drawn outside the chart."""
+    start = HOUR * 3600.0 + 1200  # 06:20
+    tries = []
+    for number in range(1, 37):
+        begin = start + (number - 1) * 600
+        tries.append(
+            {
+                "try_number": number,
+                "submitted": begin,
+                "started": begin + 240,
+                "ready": begin + 300,
+                "ended": begin + 590,
+                "preempted": number < 36,
+                "admitted_later": True,
+                "slices_ready": [[begin + 260, 1], [begin + 300, 4], [begin + 580, 3]],
+            }
+        )
+    attempts = [
+        {
+            "try_number": t["try_number"],
+            "state": "up_for_retry",
+            "start": t["submitted"] - 1,
+            "end": t["ended"] + 1,
+        }
+        for t in tries
+    ]
+    page = render_page(RunTimeline("dag", "run", tuple(tries_from_xcom("train", {"tries": tries}, attempts))))
+    assert page.count('<g data-task="train"') == 36
+    assert re.findall(r'data-tick="([^"]+)"', page) == ["07:00", "08:00", "09:00", "10:00", "11:00", "12:00"]
+    assert page.count("queued until Kueue admitted it") == 36 and page.count('data-phase="admitted"') == 36
+    assert page.count(">3/4<") == 36
+    xs = [float(value) for value in re.findall(r' x="([0-9.]+)"', page)]
+    assert max(xs) <= LABEL_WIDTH + CHART_WIDTH + 40
+
+
+def test_slurm_tries_are_drawn_from_their_records() -> None:
+    """A Slurm workload (ready from its start: it runs against a ready service) and its slices while it
+    ran, as ``SlurmJobOperator`` records them."""
+    workload = {
+        "try_number": 1,
+        "job": "812",
+        "submitted": 100.0,
+        "started": 110.0,
+        "ready": 110.0,
+        "ended": 170.0,
+        "slice_hours": 0.0333,
+        "tpu_hours": 0.2667,
+        "slices_ready": [[110.0, 2]],
+    }
+    (row,) = tries_from_xcom("train", {"tries": [workload]}, [{"try_number": 1, "state": "success"}])
+    page = render_page(RunTimeline("dag", "run", (row,)))
+    assert 'data-phase="queued"' in page and 'data-phase="ready"' in page
+    assert 'data-phase="starting"' not in page  # no width: ready from the start
+    assert 'data-counts="2"' in page and "<td>0.2667</td>" in page
