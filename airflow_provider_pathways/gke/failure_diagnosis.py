@@ -14,11 +14,14 @@ from airflow_provider_pathways.gke.objects import (
     JOB_KINDS,
     MAX_JOB_NAME_LENGTH,
     MAX_LABEL_VALUE,
+    PROXY_CONTAINER,
     REPLICATED_JOB_LABEL,
     RESTART_ATTEMPT_LABEL,
+    RM_CONTAINER,
     coordinator_label_value,
     labels_of,
     parse_time,
+    program_container,
     reason_text,
     true_conditions,
 )
@@ -112,32 +115,107 @@ def _preempted_pod(pods: Iterable[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def _terminated(container: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A container status's end with a non-zero exit code (now, or before its last restart)."""
+    for key in ("state", "lastState"):
+        terminated = (container.get(key) or {}).get("terminated")
+        if terminated and int(terminated.get("exitCode", 0)) != 0:
+            return terminated  # type: ignore[no-any-return]
+    return None
+
+
 def _failed_main_container(
     pods: Iterable[Mapping[str, Any]], head_replicated_job: str, main_container: str
 ) -> _Diagnosis | None:
     for pod in pods:
-        if labels_of(pod).get(REPLICATED_JOB_LABEL) != head_replicated_job:
+        program = program_container(pod, main_container)
+        if labels_of(pod).get(REPLICATED_JOB_LABEL) != head_replicated_job or program is None:
             continue
         for container in (pod.get("status") or {}).get("containerStatuses") or []:
-            if container.get("name") != main_container:
-                continue
-            terminated = (container.get("state") or {}).get("terminated") or (
-                container.get("lastState") or {}
-            ).get("terminated")
-            if terminated and int(terminated.get("exitCode", 0)) != 0:
+            terminated = _terminated(container) if container.get("name") == program else None
+            if terminated:
                 code = int(terminated["exitCode"])
                 detail = terminated.get("message") or terminated.get("reason") or ""
-                text = f"the user program (container {main_container!r}) exited with code {code}"
+                text = f"the user program (container {program!r}) exited with code {code}"
                 return _Diagnosis(
                     FailureClass.USER_PROGRAM_FAILED, f"{text}: {detail}" if detail else text, code
                 )
     return None
 
 
+def _failed_component(
+    pods: Iterable[Mapping[str, Any]], head_replicated_job: str, main_container: str
+) -> _Diagnosis | None:
+    """A Pathways component of the head pod (the proxy or the resource manager) that failed while it
+    served: it ended with an error or was killed (``OOMKilled``) and the kubelet restarted it (its
+    ``lastState``: as native sidecars, init containers with ``restartPolicy: Always`` as xpk and the
+    controller render them, only ``initContainerStatuses`` tell), or it ended so before the program
+    did. The kubelet stops the sidecars after the program ends (SIGTERM: exit code 143), which is no
+    failure; the program's failure that follows a component's is not the program's own."""
+    for pod in pods:
+        if labels_of(pod).get(REPLICATED_JOB_LABEL) != head_replicated_job:
+            continue
+        status = pod.get("status") or {}
+        name = (pod.get("metadata") or {}).get("name", "?")
+        statuses = (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])
+        program = program_container(pod, main_container)
+        program_end = next(
+            (
+                parse_time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+                for c in statuses
+                if program is not None and c.get("name") == program
+            ),
+            None,
+        )
+        for container in statuses:
+            component = container.get("name")
+            if component not in (PROXY_CONTAINER, RM_CONTAINER):
+                continue
+            crashed = (
+                (container.get("lastState") or {}).get("terminated")
+                if container.get("restartCount")
+                else None
+            )
+            ended = (container.get("state") or {}).get("terminated")
+            if ended and program_end is not None:
+                end = parse_time(ended.get("finishedAt"))
+                ended = ended if end is not None and end < program_end else None
+            for terminated in (crashed, ended):
+                if terminated and int(terminated.get("exitCode", 0)) != 0:
+                    role = "IFRT proxy" if component == PROXY_CONTAINER else "resource manager"
+                    reason = terminated.get("reason") or "Error"
+                    advice = "; raise its memory limit" if reason == "OOMKilled" else ""
+                    return _Diagnosis(
+                        FailureClass.INFRASTRUCTURE,
+                        f"the Pathways {role} (container {component!r} of pod {name}) ended with exit "
+                        f"code {terminated['exitCode']} ({reason}){advice}",
+                    )
+    return None
+
+
+def _runs_a_program(jobset: Mapping[str, Any], head_replicated_job: str, main_container: str) -> bool:
+    """The JobSet's head pods run a program (else it is headless: only the Pathways components)."""
+    for replicated in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        if replicated.get("name") == head_replicated_job:
+            pod = ((replicated.get("template") or {}).get("spec") or {}).get("template") or {}
+            return program_container(pod, main_container) is not None
+    return True  # no spec to read: as before, a program
+
+
+def _failed_worker_job(jobs: Iterable[Mapping[str, Any]], worker_replicated_job: str) -> str | None:
+    """A worker Job whose pods failed more often than its ``backoffLimit`` allows."""
+    for job in jobs:
+        failed = true_conditions(job).get("Failed")
+        if failed and labels_of(job).get(REPLICATED_JOB_LABEL) == worker_replicated_job:
+            return f"worker job {(job.get('metadata') or {}).get('name', '?')} failed ({reason_text(failed)})"
+    return None
+
+
 def _failed_jobs(
-    jobs: Iterable[Mapping[str, Any]], head_replicated_job: str
+    jobs: Iterable[Mapping[str, Any]], head_replicated_job: str, headless: bool = False
 ) -> tuple[_Diagnosis | None, _Diagnosis | None]:
-    """From batch Jobs (pods may be gone): a head failure and a preemption, if any.
+    """From batch Jobs (pods may be gone): a head failure and a preemption, if any. The head of a
+    headless job runs only the Pathways components: its failure is theirs, not a program's.
 
     A Job whose pod had ``DisruptionTarget`` fails through its pod failure policy: ``FailureTarget``
     and ``Failed`` with reason ``PodFailurePolicy``, a message naming the condition.
@@ -162,10 +240,18 @@ def _failed_jobs(
         else:
             failed = conditions.get("Failed")
             if failed and labels_of(job).get(REPLICATED_JOB_LABEL) == head_replicated_job:
-                head = head or _Diagnosis(
-                    FailureClass.USER_PROGRAM_FAILED,
-                    f"the head job {name} failed ({reason_text(failed)}); its pods are gone, so the exit "
-                    "code is unknown",
+                head = head or (
+                    _Diagnosis(
+                        FailureClass.INFRASTRUCTURE,
+                        f"the head job {name} of a headless job (only the Pathways components) failed "
+                        f"({reason_text(failed)})",
+                    )
+                    if headless
+                    else _Diagnosis(
+                        FailureClass.USER_PROGRAM_FAILED,
+                        f"the head job {name} failed ({reason_text(failed)}); its pods are gone, so the "
+                        "exit code is unknown",
+                    )
                 )
     return head, preempted
 
@@ -205,8 +291,9 @@ def _data_loss(pods: Iterable[Mapping[str, Any]], log_tail: str | None, main_con
         if _DATA_LOSS in line:
             return line.strip()
     for pod in pods:
+        program = program_container(pod, main_container)
         for container in (pod.get("status") or {}).get("containerStatuses") or []:
-            if container.get("name") != main_container:
+            if program is None or container.get("name") != program:
                 continue
             terminated = (container.get("state") or {}).get("terminated") or {}
             if _DATA_LOSS in str(terminated.get("message") or ""):
@@ -287,7 +374,8 @@ def diagnose_failure(
             f"{suffix}",
             program.exit_code if program else None,
         )
-    head_job, preempted_job = _failed_jobs(jobs, head_replicated_job)
+    headless = not _runs_a_program(jobset, head_replicated_job, main_container)
+    head_job, preempted_job = _failed_jobs(jobs, head_replicated_job, headless)
     evidence = (
         _preempted_pod(pods)
         or (preempted_job.message if preempted_job else None)
@@ -303,6 +391,12 @@ def diagnose_failure(
             FailureClass.PREEMPTED,
             f"a slice went away while the program ran ({event}): it failed with {data_loss!r}, how "
             f"Pathways reports a lost slice{suffix}",
+        )
+    component = _failed_component(pods, head_replicated_job, main_container)
+    if component:
+        also = f"; the program then failed: {program.message}" if program else ""
+        return _Diagnosis(
+            component.failure, component.message + also + suffix, program.exit_code if program else None
         )
     unlost = (
         f"; it reported {data_loss!r}, but no slice or pod of the job was lost, so this is not a preemption"
@@ -322,6 +416,14 @@ def diagnose_failure(
     if head_job:
         return _Diagnosis(head_job.failure, head_job.message + suffix, head_job.exit_code)
     if failed_condition and failed_condition.get("reason") == "ReachedMaxRestarts":
+        max_restarts = ((jobset.get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts") or 0
+        worker = _failed_worker_job(jobs, worker_replicated_job)
+        if not max_restarts and worker:  # xpk renders no maxRestarts: the first failed Job ends it
+            return _Diagnosis(
+                FailureClass.INFRASTRUCTURE,
+                f"{worker}: a slice's Pathways workers kept failing, and the JobSet allows no restarts "
+                f"(failurePolicy.maxRestarts 0){suffix}",
+            )
         return _Diagnosis(FailureClass.MAX_RESTARTS_REACHED, f"the job used up its restarts{suffix}")
     return _Diagnosis(FailureClass.UNKNOWN, f"the job failed{suffix or ' for an unknown reason'}")
 

@@ -100,6 +100,9 @@ PROXY_CONTAINER = "pathways-proxy"
 RM_CONTAINER = "pathways-rm"
 WORKER_CONTAINER = "pathways-worker"
 SIDECAR_CONTAINER = "colocated-python-sidecar"
+#: Every container of a Pathways component, whoever rendered the JobSet (the PathwaysJob
+#: controller, xpk, pathways-utils: the same names); any other container of a head pod is the program's.
+COMPONENT_CONTAINERS = frozenset({PROXY_CONTAINER, RM_CONTAINER, WORKER_CONTAINER, SIDECAR_CONTAINER})
 PROXY_PORT = 29000
 RM_PORT = 29001
 WORKER_PORT = 29005
@@ -271,15 +274,26 @@ def own_workload_name(name: str, jobset: Mapping[str, Any] | None) -> str | None
     return kueue_workload_name(name, uid) if uid else None
 
 
-def log_pods(pods: Iterable[Mapping[str, Any]], container: str) -> list[str]:
-    """Names of the pods that run ``container``, newest first: where the program's log is."""
-    running = [
-        pod
-        for pod in pods
-        if container in {c.get("name") for c in (pod.get("spec") or {}).get("containers") or []}
-    ]
-    running.sort(key=lambda pod: (pod.get("metadata") or {}).get("creationTimestamp") or "", reverse=True)
-    return [pod["metadata"]["name"] for pod in running]
+def program_container(pod: Mapping[str, Any], main_container: str) -> str | None:
+    """The container of ``pod`` that runs the program: ``main_container`` when the pod has it; else
+    its only regular container that is no Pathways component (xpk names it after ``--docker-name``,
+    ``jax-tpu`` by default: xpk ``docker_container.py``); None when there is none (a worker pod, a
+    headless job) or several."""
+    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+    if main_container in names:
+        return main_container
+    others = [name for name in names if name and name not in COMPONENT_CONTAINERS]
+    return others[0] if len(others) == 1 else None
+
+
+def log_pods(pods: Iterable[Mapping[str, Any]], main_container: str) -> list[tuple[str, str]]:
+    """The pods that run the program and its container there (:func:`program_container`), newest
+    first: where the program's log is."""
+    running = [(pod, program_container(pod, main_container)) for pod in pods]
+    running.sort(
+        key=lambda item: (item[0].get("metadata") or {}).get("creationTimestamp") or "", reverse=True
+    )
+    return [(pod["metadata"]["name"], container) for pod, container in running if container is not None]
 
 
 def log_request(pod: str, namespace: str, container: str, tail_lines: int) -> dict[str, Any]:

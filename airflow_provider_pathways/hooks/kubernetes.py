@@ -703,15 +703,16 @@ class PathwaysJobHook(KubernetesHook):
         options: StatusOptions = DEFAULT_STATUS_OPTIONS,
         tail_lines: int = 50,
     ) -> str:
-        """Last lines of the user program's log (the head pod's main container); empty if none."""
+        """Last lines of the user program's log (the head pod's program container:
+        :func:`~airflow_provider_pathways.gke.objects.program_container`); empty if none."""
         async with self.a_client() as api_client:
             core = async_client.CoreV1Api(api_client)
             pods = await self.a_list_pods(name, namespace, options.head_replicated_job, api_client)
-            for pod_name in log_pods(pods, options.main_container):
+            for pod_name, container in log_pods(pods, options.main_container):
                 response = await self._call(
                     functools.partial(
                         core.read_namespaced_pod_log,
-                        **log_request(pod_name, namespace, options.main_container, tail_lines),
+                        **log_request(pod_name, namespace, container, tail_lines),
                     ),
                     gone=None,
                     gone_on=(400, 404),

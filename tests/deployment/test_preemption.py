@@ -107,10 +107,14 @@ def test_a_preempted_and_retried_task_sends_its_metrics(
         assert hours == []  # without its service's slices and their shape: TPU-hours unknown
 
 
-@pytest.mark.scenario("preempt[gke-retries-unset]")
-def test_the_timeline_tab_draws_each_try_and_the_preemption(seen: TaskOutcome, stage: Stage) -> None:
+@pytest.mark.scenario("preempt[{platform}-retries-unset]")
+@pytest.mark.parametrize("platform", ["gke", "slurm_rest"])
+def test_the_timeline_tab_draws_each_try_and_the_preemption(
+    seen: TaskOutcome, stage: Stage, platform: str
+) -> None:
     """The *Pathways timeline* plugin on the deployment's API server, in headless Chromium: the run's
-    tab lists the view, and the view draws both tries, the first marked preempted."""
+    tab lists the view, and the view draws both tries, the first marked preempted, on a time axis;
+    a Slurm workload's too (ready from its start, from Slurm's own times)."""
     from playwright.sync_api import sync_playwright
 
     from tests.support.environment import require
@@ -140,12 +144,15 @@ def test_the_timeline_tab_draws_each_try_and_the_preemption(seen: TaskOutcome, s
             assert second.locator("rect[data-phase='try']").count() == 1
             # It was ready, then done: even when another scenario's triggerer restart moved its
             # trigger and the new one first saw the job at its end, the JobSet's conditions
-            # recorded its readiness (StartupPolicyCompleted) and end.
+            # recorded its readiness (StartupPolicyCompleted) and end; a Slurm workload is ready
+            # from its start to its end, as Slurm recorded them.
             assert second.locator("rect[data-phase='ready']").count() == 1
-            # its one slice's readiness over time, as the wait saw it change (or as recorded)
-            slices = second.locator("polyline[data-phase='slices']")
-            assert slices.count() == 1 and (slices.get_attribute("data-counts") or "").endswith("1")
-            screenshots.take(page, "pathways-timeline")
+            assert page.locator("g[data-tick]").count() >= 2  # a time axis with ticks
+            assert "try 2: success" in (second.locator("rect[data-phase='try'] title").text_content() or "")
+            if platform == "gke":  # its one slice's readiness over time, as seen (or as recorded)
+                slices = second.locator("polyline[data-phase='slices']")
+                assert slices.count() == 1 and (slices.get_attribute("data-counts") or "").endswith("1")
+            screenshots.take(page, f"pathways-timeline-{platform}")
             # without a session the view refuses: it shows what the DAG's task instances show
             anonymous = browser.new_context().new_page()
             response = anonymous.goto(f"{base}/pathways/timeline?dag_id={seen.dag_id}&run_id=x")
