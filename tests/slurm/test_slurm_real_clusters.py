@@ -458,3 +458,45 @@ def test_a_jobs_comment_is_replaced_by_its_owner_over_both_transports(
         for reader in hooks.values():
             job = reader.get_job(job_id)
             assert job is not None and job.comment == "airflow-task-instance=abc try=2", transport
+
+
+@pytest.mark.slurm_versions("26.05")  # its slurmrestd serves v0.0.42 to v0.0.45
+@pytest.mark.parametrize("api_version", ["v0.0.43", "v0.0.44", "v0.0.45"])
+def test_each_data_parser_version_the_daemon_serves_submits_follows_and_cancels(
+    sandbox: Sandbox, connections: Any, jobs: list[int], workdir: Path, api_version: str
+) -> None:
+    """Slurm 25.05 brought data parser v0.0.43 and 25.11 v0.0.44; 26.05's slurmrestd still serves
+    both (its ``/openapi/v3`` lists them, as ``tests/sandbox/slurm/test_slurm_versions.py`` pins). A
+    connection pinned to each (extra ``api_version``) submits, reads a job through its end with its
+    exit code and times, finds an array's tasks, renames a comment and cancels, on the real daemon."""
+    conn_id = connections(
+        f"pathways_slurm_test_rest_{api_version.replace('.', '_')}",
+        sandbox.rest_connection(extra={"api_version": api_version}),
+    )
+    hook = SlurmHook(conn_id)
+    try:
+        assert api_version in hook.test_connection()[1]
+        done = hook.submit_job(
+            script="#!/bin/bash\nexit 4\n", working_directory=str(workdir), output=str(workdir / "%j.out")
+        )
+        jobs.append(done)
+        job = _wait_state(hook, done, {"FAILED"})
+        assert (job.exit_code, job.reason) == (4, "NonZeroExitCode")
+        assert job.submit_time is not None and job.start_time is not None and job.end_time is not None
+        array = hook.submit_job(
+            script="#!/bin/bash\nsleep 300\n",
+            working_directory=str(workdir),
+            output="/dev/null",
+            extra_options={"array": "0-2", "hold": ""},
+            comment="airflow-task-instance=abc",
+        )
+        jobs.append(array)
+        assert [task.array_task_id for task in hook.get_array_tasks(array)] == [0, 1, 2]
+        hook.set_job_comment(array, "airflow-task-instance=abc try=2")
+        assert {task.comment for task in hook.get_array_tasks(array)} == {"airflow-task-instance=abc try=2"}
+        assert hook.cancel_job(array) is True
+        wait_for(
+            lambda: {t.state for t in hook.get_array_tasks(array)} == {"CANCELLED"}, "the array cancelled"
+        )
+    finally:
+        hook.close()
