@@ -487,7 +487,8 @@ def test_each_data_parser_version_the_daemon_serves_submits_follows_and_cancels(
             script="#!/bin/bash\nsleep 300\n",
             working_directory=str(workdir),
             output="/dev/null",
-            extra_options={"array": "0-2", "hold": ""},
+            array="0-2",
+            extra_options={"hold": ""},
             comment="airflow-task-instance=abc",
         )
         jobs.append(array)
