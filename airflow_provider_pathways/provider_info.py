@@ -6,6 +6,10 @@ from typing import Any
 
 from airflow_provider_pathways import __version__
 
+#: The Airflow option naming this deployment among those that share a Slurm user or a namespace
+#: (:func:`airflow_provider_pathways.sweep.deployment_name`).
+DEPLOYMENT_SECTION, DEPLOYMENT_OPTION = "pathways", "deployment_name"
+
 # The public documentation of this provider (``[project.urls] Documentation`` in pyproject.toml says
 # the same; Airflow's Providers page links the package name to that one).
 DOCUMENTATION_URL = "https://airflow-provider-pathways.readthedocs.io/en/stable/"
@@ -310,6 +314,24 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "config": {
+            DEPLOYMENT_SECTION: {
+                "description": "Settings of the Pathways provider.",
+                "options": {
+                    DEPLOYMENT_OPTION: {
+                        "description": "The name of this Airflow deployment among those that share a "
+                        "Slurm user or a Kubernetes namespace. Every job the provider submits carries "
+                        "it, and a sweep (PathwaysJobSweepOperator, SlurmJobSweepOperator, airflow "
+                        "pathways sweep-*) ends only jobs that carry this deployment's name. One word "
+                        "of letters, digits, '.', '_' and '-'; empty: unnamed.",
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "composer-prod",
+                        "default": "",
+                    }
+                },
+            }
+        },
         "connection-types": [
             {
                 "hook-class-name": "airflow_provider_pathways.hooks.kubernetes.PathwaysJobHook",

@@ -15,12 +15,33 @@ the other one runs.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
 
+from airflow_provider_pathways.provider_info import DEPLOYMENT_OPTION, DEPLOYMENT_SECTION
 from airflow_provider_pathways.task_instance_state import A_TRY_FOLLOWS, NOT_FOUND, TaskInstanceKey
+
+#: A deployment's name: one word a Slurm comment and a Kubernetes annotation carry as it is.
+_DEPLOYMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def deployment_name() -> str:
+    """This Airflow deployment's ``[pathways] deployment_name`` (``AIRFLOW__PATHWAYS__DEPLOYMENT_NAME``),
+    which every job it submits carries and a sweep compares; "" when unset. ValueError naming the
+    option when it is not one word of letters, digits, ``.``, ``_`` and ``-`` (63 at most)."""
+    from airflow.providers.common.compat.sdk import conf
+
+    name = str(conf.get(DEPLOYMENT_SECTION, DEPLOYMENT_OPTION, fallback="") or "").strip()
+    if name and not _DEPLOYMENT_NAME.fullmatch(name):
+        raise ValueError(
+            f"[{DEPLOYMENT_SECTION}] {DEPLOYMENT_OPTION}: {name!r} is not one word of letters, digits, "
+            "'.', '_' and '-' (at most 63, starting with a letter or digit); rename the deployment"
+        )
+    return name
+
 
 #: The states a user's kill leaves (mark failed, success, skipped).
 KILLED_STATES = frozenset({"failed", "success", "skipped"})
@@ -60,11 +81,21 @@ class Verdict(str, Enum):
 
 
 def judge(
-    state: str | None, left_running: frozenset[str] | None, dag_has_runs: bool = True
+    state: str | None,
+    left_running: frozenset[str] | None,
+    dag_has_runs: bool = True,
+    deployments: tuple[str, str] = ("", ""),
 ) -> tuple[Verdict, str]:
     """Whether a sweep ends an active job whose task instance is in ``state`` (None: cleared;
-    :data:`NOT_FOUND`: gone), and why. A task instance not found whose DAG has no run in this
-    deployment (``dag_has_runs`` False) may be another Airflow deployment's: its job is kept."""
+    :data:`NOT_FOUND`: gone), and why. ``deployments``: the job's deployment name and this
+    deployment's (:func:`deployment_name`); another deployment's job is kept, whatever a task
+    instance of the same name here says. A task instance not found whose DAG has no run in this
+    deployment (``dag_has_runs`` False) may be another unnamed deployment's: its job is kept."""
+    theirs, ours = deployments
+    if theirs != ours:
+        return Verdict.KEEP, (
+            f"it is another Airflow deployment's ({theirs or 'unnamed'}; this one is {ours or 'unnamed'})"
+        )
     if state == NOT_FOUND and not dag_has_runs:
         return Verdict.KEEP, "its DAG has no run here (another Airflow deployment's job?): end it by hand"
     if state == NOT_FOUND:
@@ -108,9 +139,10 @@ class SweptJob:
         state: str | None,
         left_running: frozenset[str] | None,
         dag_has_runs: bool = True,
+        deployments: tuple[str, str] = ("", ""),
     ) -> SweptJob:
         """The job judged, not yet acted on (outcome ``kept`` or ``would end``)."""
-        verdict, reason = judge(state, left_running, dag_has_runs)
+        verdict, reason = judge(state, left_running, dag_has_runs, deployments)
         dag_id, task_id, run_id, map_index = key
         outcome = "would end" if verdict is Verdict.END else "kept"
         return cls(platform, job, dag_id, task_id, run_id, map_index, state, verdict.value, reason, outcome)

@@ -21,12 +21,9 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from airflow_provider_pathways.slurm.job import jobs_from_scontrol  # noqa: E402
-from airflow_provider_pathways.slurm.slice_time import slice_time  # noqa: E402
+from airflow_provider_pathways.slurm.job import jobs_from_scontrol
+from airflow_provider_pathways.slurm.slice_time import slice_time
 
 TARGET_RATIO = 0.2
 T0 = 1_790_000_000  # epoch seconds, late 2026

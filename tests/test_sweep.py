@@ -10,6 +10,7 @@ from airflow_provider_pathways.gke.task_job import (
     LEFT_RUNNING_ANNOTATION,
     TASK_INSTANCE_ANNOTATION,
     TaskIdentity,
+    deployment_of,
     left_running_of,
     place_spec,
     task_instance_of,
@@ -26,7 +27,14 @@ from airflow_provider_pathways.slurm.job import (
     parse_scontrol_record,
     task_instance_marker,
 )
-from airflow_provider_pathways.sweep import SweptJob, Verdict, judge, left_running_when, report
+from airflow_provider_pathways.sweep import (
+    SweptJob,
+    Verdict,
+    deployment_name,
+    judge,
+    left_running_when,
+    report,
+)
 from airflow_provider_pathways.task_instance_state import A_TRY_FOLLOWS, NOT_FOUND
 from tests.dags.gke_scenarios import spec
 
@@ -185,3 +193,36 @@ def test_scontrol_reads_back_the_comment_with_its_owner_words() -> None:
     found = comment_owner(fields["Comment"])
     assert found is not None and (found.dag_id, found.task_id, found.map_index) == ("d.x", "t-1", 3)
     assert found.left_running == frozenset()
+
+
+def test_another_deployments_job_is_kept_whatever_the_task_instance_here_says() -> None:
+    """Two deployments sharing a Slurm user or a namespace run DAGs of the same ids, with the same
+    run ids for scheduled runs: a job carries its deployment's ``[pathways] deployment_name``, and a
+    sweep judges only its own deployment's jobs."""
+    assert judge("failed", frozenset(), deployments=("staging", "prod")) == (
+        Verdict.KEEP,
+        "it is another Airflow deployment's (staging; this one is prod)",
+    )
+    assert judge(NOT_FOUND, frozenset(), deployments=("", "prod"))[0] is Verdict.KEEP  # unnamed: not ours
+    assert judge(NOT_FOUND, frozenset(), deployments=("prod", "prod"))[0] is Verdict.END
+    words = owner_words("train", "service", None, {"success"}, "prod")
+    assert words == "dag=train task=service map=-1 keep=success dep=prod"
+    owner = comment_owner(f"{task_instance_marker('train', 'service', 'r', None)} role=job try=1 {words}")
+    assert owner is not None and owner.deployment == "prod"
+    assert comment_owner(f"airflow-task-instance=x {owner_words('d', 't', 0, ())}").deployment == ""  # type: ignore[union-attr]
+    task = TaskIdentity("train", "service", "r", -1)
+    placed = place_spec(spec(), task, name="x", namespace="ml", labels={}, annotations={}, deployment="prod")
+    assert deployment_of(placed.to_pathwaysjob()) == "prod"
+    unnamed = place_spec(spec(), task, name="x", namespace="ml", labels={}, annotations={})
+    assert deployment_of(unnamed.to_pathwaysjob()) == ""
+
+
+@pytest.mark.parametrize("name", ["prod staging", "-prod", "a" * 64, "prod/1"])
+def test_a_deployment_name_that_is_not_one_word_is_refused_naming_the_option(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW__PATHWAYS__DEPLOYMENT_NAME", name)
+    with pytest.raises(ValueError, match=r"\[pathways\] deployment_name: .* is not one word"):
+        deployment_name()
+    monkeypatch.setenv("AIRFLOW__PATHWAYS__DEPLOYMENT_NAME", "composer-prod.eu_1")
+    assert deployment_name() == "composer-prod.eu_1"

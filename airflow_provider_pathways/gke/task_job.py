@@ -139,6 +139,8 @@ TASK_INSTANCE_ANNOTATION = f"{LABEL_PREFIX}/task-instance"
 #: Annotation listing the task instance states in which the job's task leaves it running on purpose
 #: (:func:`~airflow_provider_pathways.sweep.left_running_when`): a sweep leaves it alone then.
 LEFT_RUNNING_ANNOTATION = f"{LABEL_PREFIX}/left-running-when"
+#: Annotation naming the Airflow deployment that made the job (``[pathways] deployment_name``).
+DEPLOYMENT_ANNOTATION = f"{LABEL_PREFIX}/deployment"
 #: A label every job of this provider carries: the selector that lists them all.
 TASK_LABEL = f"{LABEL_PREFIX}/task_id"
 
@@ -165,15 +167,19 @@ def place_spec(
     queue_name: str | None = None,
     priority_class: str | None = None,
     left_running: Collection[str] | None = None,
+    deployment: str = "",
 ) -> PathwaysJobSpec:
     """The spec named (given name, the spec's, else the task's default) and labelled: the spec's
     labels, then the task's, then the given ones, then Kueue's queue and priority class. Annotated
     with the spec's and the given annotations, then the task instance and, when given, the states in
-    which the task leaves the job running (``left_running``), which a sweep reads."""
+    which the task leaves the job running (``left_running``) and the deployment that made it, when
+    named, which a sweep reads."""
     merged = {**(spec.labels or {}), **task.labels(), **labels}
     own = {TASK_INSTANCE_ANNOTATION: task.annotation()}
     if left_running is not None:
         own[LEFT_RUNNING_ANNOTATION] = format_states(left_running)
+    if deployment:
+        own[DEPLOYMENT_ANNOTATION] = deployment
     if queue_name:
         merged[QUEUE_NAME_LABEL] = queue_name
     if priority_class:
@@ -243,6 +249,11 @@ def task_instance_of(obj: Mapping[str, Any]) -> TaskIdentity | None:
 def left_running_of(obj: Mapping[str, Any]) -> frozenset[str] | None:
     """The states in which the job's task leaves it running; None when it names none."""
     return parse_states((_metadata(obj).get("annotations") or {}).get(LEFT_RUNNING_ANNOTATION))
+
+
+def deployment_of(obj: Mapping[str, Any]) -> str:
+    """The Airflow deployment that made the job, from its annotation; "" when unnamed."""
+    return str((_metadata(obj).get("annotations") or {}).get(DEPLOYMENT_ANNOTATION) or "")
 
 
 def followed_by_try(obj: Mapping[str, Any]) -> int | None:

@@ -77,7 +77,7 @@ from airflow_provider_pathways.operators.submitted import (
 from airflow_provider_pathways.operators.template_values import rendered_mapping
 from airflow_provider_pathways.operators.usage import MeasuredPathwaysJob
 from airflow_provider_pathways.reattach_rules import JobJudgement, KeptJob, Verdict
-from airflow_provider_pathways.sweep import left_running_when
+from airflow_provider_pathways.sweep import deployment_name, left_running_when
 from airflow_provider_pathways.transient import (
     CONNECTION_TO_FIX,
     DEFAULT_OUTAGE_TOLERANCE,
@@ -587,6 +587,7 @@ class PathwaysJobOperator(FollowedJob, MeasuredPathwaysJob, ReattachingJobOperat
                 queue_name=self.queue_name,
                 priority_class=self.priority_class,
                 left_running=self.left_running_when(),
+                deployment=deployment_name(),
             )
             if self.validate_spec:
                 spec.validate(kind=self.kind)

@@ -49,7 +49,7 @@ from airflow_provider_pathways.slurm.submit import (
     environment_text,
     script_problems,
 )
-from airflow_provider_pathways.sweep import left_running_when
+from airflow_provider_pathways.sweep import deployment_name, left_running_when
 from airflow_provider_pathways.tpu_hours import TryUsage
 from airflow_provider_pathways.transient import (
     DEFAULT_OUTAGE_TOLERANCE,
@@ -200,16 +200,17 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
         return task_instance_marker(ti.dag_id, ti.task_id, ti.run_id, getattr(ti, "map_index", None))
 
     def sweep_marks(self, context: Context) -> str:
-        """The owner words of every job this task instance submits: its task instance and the states
-        in which the task leaves the job running (a sweep reads them): ``success`` for a service,
-        handed on once ready; a kill's and a failure's states with ``cancel_on_kill=False``."""
+        """The owner words of every job this task instance submits: its task instance, the states in
+        which the task leaves the job running (a sweep reads them: ``success`` for a service, handed
+        on once ready; a kill's and a failure's states with ``cancel_on_kill=False``) and this
+        deployment's name (``[pathways] deployment_name``)."""
         ti = context["ti"]
         left = left_running_when(
             hands_on=self.job_role == SERVICE_ROLE,
             ends_on_kill=self.cancel_on_kill,
             ends_on_failure=self.cancel_on_kill,
         )
-        return owner_words(ti.dag_id, ti.task_id, getattr(ti, "map_index", None), left)
+        return owner_words(ti.dag_id, ti.task_id, getattr(ti, "map_index", None), left, deployment_name())
 
     def submission_request(self, context: Context) -> SubmitRequest:
         """The submission, every field checked (ValueError/TypeError naming the field)."""

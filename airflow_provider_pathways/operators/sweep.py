@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import BaseOperator
 
-from airflow_provider_pathways.gke.task_job import Release, left_running_of, task_instance_of
+from airflow_provider_pathways.gke.task_job import Release, deployment_of, left_running_of, task_instance_of
 from airflow_provider_pathways.operators.slurm import cancel_service_with_workers
 from airflow_provider_pathways.slurm.job import SERVICE_ROLE, comment_fields, comment_owner
 from airflow_provider_pathways.slurm.service import ServiceProbe
-from airflow_provider_pathways.sweep import CHANGED, ENDED, GONE, SweptJob, Verdict, report
+from airflow_provider_pathways.sweep import CHANGED, ENDED, GONE, SweptJob, Verdict, deployment_name, report
 from airflow_provider_pathways.task_instance_state import (
     NOT_FOUND,
     dags_with_runs,
@@ -51,6 +51,7 @@ def sweep_gke(
         for job in hook.provider_jobs(namespace)
         if not job.phase.terminal  # a job being deleted (terminating) is left to that delete
     ]
+    ours = deployment_name()
     identities = {job.ref: task_instance_of(job.obj) for job in active}
     if dag_ids is not None:
         active = [job for job in active if (i := identities[job.ref]) is not None and i.dag_id in dag_ids]
@@ -70,6 +71,7 @@ def sweep_gke(
             states[identity.key()],
             left_running_of(job.obj),
             dag_has_runs=identity.dag_id in has_runs or states[identity.key()] != NOT_FOUND,
+            deployments=(deployment_of(job.obj), ours),
         )
         if row.verdict == Verdict.END.value and not dry_run:
             released = hook.delete_as_read(job)
@@ -95,6 +97,7 @@ def sweep_slurm(
     left alone (outcome ``changed``) when its comment changed meanwhile (a new try took it over). A
     job whose comment names no task instance (an older provider version's) is reported, never
     cancelled."""
+    ours = deployment_name()
     active = [
         job
         for job in hook.get_user_jobs()
@@ -121,7 +124,15 @@ def sweep_slurm(
         if state == NOT_FOUND and owner.dag_id not in has_runs:
             has_runs[owner.dag_id] = bool(dags_with_runs([owner.dag_id]))
         known_here = state != NOT_FOUND or has_runs[owner.dag_id]
-        row = SweptJob.judged("Slurm", f"Slurm job {job.job_id}", key, state, owner.left_running, known_here)
+        row = SweptJob.judged(
+            "Slurm",
+            f"Slurm job {job.job_id}",
+            key,
+            state,
+            owner.left_running,
+            known_here,
+            (owner.deployment, ours),
+        )
         if row.verdict == Verdict.END.value and not dry_run:
             row = row.with_outcome(_cancel_as_read(hook, job.job_id, job.comment, log))
         swept.append(row)

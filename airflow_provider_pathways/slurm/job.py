@@ -237,13 +237,17 @@ def following_comment(marker: str, try_number: int, role: str | None = None, own
     return marked_comment(marker, role, try_number, owner)
 
 
-def owner_words(dag_id: str, task_id: str, map_index: int | None, left_running: Collection[str]) -> str:
-    """``dag=<dag_id> task=<task_id> map=<index> keep=<states>``: the task instance whose state a
-    sweep reads (its run is the one whose marker digest matches: run ids stay off the cluster, where
-    every user sees comments; Airflow's ids hold no spaces) and the states in which its task leaves
-    the job running (:func:`~airflow_provider_pathways.sweep.left_running_when`)."""
+def owner_words(
+    dag_id: str, task_id: str, map_index: int | None, left_running: Collection[str], deployment: str = ""
+) -> str:
+    """``dag=<dag_id> task=<task_id> map=<index> keep=<states>[ dep=<deployment>]``: the task
+    instance whose state a sweep reads (its run is the one whose marker digest matches: run ids stay
+    off the cluster, where every user sees comments; Airflow's ids hold no spaces), the states in
+    which its task leaves the job running (:func:`~airflow_provider_pathways.sweep.left_running_when`)
+    and the Airflow deployment that submitted it, when named."""
     index = -1 if map_index is None else map_index
-    return f"dag={dag_id} task={task_id} map={index} keep={format_states(left_running)}"
+    words = f"dag={dag_id} task={task_id} map={index} keep={format_states(left_running)}"
+    return f"{words} dep={deployment}" if deployment else words
 
 
 def comment_fields(comment: str | None) -> dict[str, str] | None:
@@ -280,6 +284,8 @@ class CommentOwner:
     task_id: str
     map_index: int
     left_running: frozenset[str] | None
+    #: The Airflow deployment that submitted the job ("": unnamed).
+    deployment: str = ""
 
     def is_run(self, run_id: str) -> bool:
         """Whether the job is of this task instance's run ``run_id``."""
@@ -297,7 +303,14 @@ def comment_owner(comment: str | None) -> CommentOwner | None:
     except ValueError:
         return None
     marker = (comment or "").split()[0]
-    return CommentOwner(marker, fields["dag"], fields["task"], map_index, parse_states(fields.get("keep")))
+    return CommentOwner(
+        marker,
+        fields["dag"],
+        fields["task"],
+        map_index,
+        parse_states(fields.get("keep")),
+        fields.get("dep", ""),
+    )
 
 
 def expand_task_ids(task_string: str) -> list[int]:

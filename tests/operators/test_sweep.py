@@ -3,6 +3,9 @@ no task instance follows any more, and only those, as a maintenance DAG would ru
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,7 +51,7 @@ def jobs(kube: Any) -> dict[str, str]:
     }
 
 
-def _running_job(task: TaskIdentity, name: str, *, names_its_task: bool) -> None:
+def _running_job(task: TaskIdentity, name: str, *, names_its_task: bool, deployment: str = "") -> None:
     """A running job of ``task``, placed as the operator places one (nothing left running on
     purpose); without its task instance annotation (``names_its_task=False``) as a provider version
     before the sweep made it."""
@@ -62,6 +65,7 @@ def _running_job(task: TaskIdentity, name: str, *, names_its_task: bool) -> None
         labels={},
         annotations=knobs(program_seconds=600),
         left_running=(),
+        deployment=deployment,
     )
     manifest = placed.to_pathwaysjob()
     if not names_its_task:
@@ -127,3 +131,38 @@ def test_a_sweep_ends_the_jobs_no_task_instance_follows_and_only_those(kube: Any
         kube.request(
             "DELETE", f"/apis/pathways-job.pathways.domain/v1/namespaces/{NAMESPACE}/pathwaysjobs/{name}"
         )
+
+
+def test_a_named_deployments_sweep_ends_only_its_own_jobs(kube: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two Airflow deployments (``[pathways] deployment_name`` prod and staging) share a namespace and
+    DAG ids: the run ids of scheduled runs are the same in both, so a task instance's name alone
+    cannot tell whose job it is. prod's sweep ends its own job whose run is gone here and keeps
+    staging's job of the same task instance, whatever prod's database says of it."""
+    served = run_dag(load_dag(DAGS, "gke_sweep_run_deleted"))["served"]
+    gone = TaskIdentity("gke_sweep_run_deleted", "served", "scheduled__2026-12-01T00:00:00+00:00", -1)
+    _running_job(gone, "prods-job", names_its_task=True, deployment="prod")
+    _running_job(gone, "stagings-job", names_its_task=True, deployment="staging")
+    monkeypatch.setenv("AIRFLOW__PATHWAYS__DEPLOYMENT_NAME", "prod")
+    table = airflow_cli("pathways", "sweep-gke", "--conn-id", CONN, "--namespace", NAMESPACE)
+    rows = [line for line in table.splitlines() if "scheduled__2026-12-01" in line]
+    assert len(rows) == 2 and table.splitlines()[-1] == "1 ended, 2 kept"
+    (ended,) = [row for row in rows if row.startswith("ended")]
+    (kept,) = [row for row in rows if row.startswith("kept")]
+    assert "prods-job" in ended and "stagings-job" in kept
+    assert "another Airflow deployment's (staging; this one is prod)" in kept
+    wait_for(lambda: "prods-job" not in jobs(kube), timeout=30)
+    assert "stagings-job" in jobs(kube)  # the same object
+    monkeypatch.setenv("AIRFLOW__PATHWAYS__DEPLOYMENT_NAME", "prod staging")
+    failed = subprocess.run(
+        [str(Path(sys.executable).with_name("airflow")), "pathways", "sweep-gke", "--conn-id", CONN],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert failed.returncode != 0
+    assert "[pathways] deployment_name: 'prod staging' is not one word" in failed.stderr
+    for name in jobs(kube):
+        kube.request(
+            "DELETE", f"/apis/pathways-job.pathways.domain/v1/namespaces/{NAMESPACE}/pathwaysjobs/{name}"
+        )
+    assert served.state == "success"

@@ -32,7 +32,8 @@ from tests.soak.stage import SoakStage
 #: seconds a finished run's jobs get to be deleted before the leftovers invariant is checked
 SETTLE = 60.0
 #: The GKE DAGs' maintenance sweep (tests/soak/dags/soak_gke.py).
-SWEEP_DAG = "soak_gke_sweep"
+#: The maintenance DAGs a deployment schedules beside its DAGs, per platform.
+SWEEP_DAGS = {"gke": "soak_gke_sweep", "slurm": "soak_slurm_sweep"}
 
 
 @dataclass
@@ -285,8 +286,8 @@ class Soak:
     def soak(self, seed: int, runs: int, minutes: float, seeds: list[int] | None = None) -> list[Outcome]:
         """``runs`` runs drawn from ``seed`` (or the runs of ``seeds``, each drawn from its own)."""
         seeds = seeds if seeds is not None else run_seeds(seed, runs)
-        if "gke" in self.platforms:  # the maintenance DAG a deployment schedules beside its DAGs
-            self._dag_ready(SWEEP_DAG)
+        for platform in self.platforms:
+            self._dag_ready(SWEEP_DAGS[platform])
         deadline = time.monotonic() + minutes * 60
         pending: dict[Future[Outcome], RunPlan] = {}
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="soak-run") as pool:

@@ -92,8 +92,13 @@ def soak_stage(*, slurm: bool, parallelism: int = 32) -> Iterator[SoakStage]:
             if not SLURM_DAGS.exists():
                 raise RuntimeError("the soak has no Slurm DAGs yet (tests/soak/dags/soak_slurm.py)")
             dag_files.append(SLURM_DAGS)
+        # named, as deployments sharing a Slurm user should be: the sweeps leave other soaks' jobs alone
         deployment = AirflowDeployment(
-            base / "airflow", dag_files, connections=connections, parallelism=parallelism
+            base / "airflow",
+            dag_files,
+            connections=connections,
+            parallelism=parallelism,
+            env={"AIRFLOW__PATHWAYS__DEPLOYMENT_NAME": base.name},
         )
         cleanups.append(deployment.stop)
         deployment.start()

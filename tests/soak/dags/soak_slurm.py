@@ -30,6 +30,7 @@ from airflow_provider_pathways.operators.slurm import (
     PathwaysSlurmServiceOperator,
     SlurmJobOperator,
 )
+from airflow_provider_pathways.operators.sweep import SlurmJobSweepOperator
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 FAST_RETRY = PathwaysRetryPolicy(base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=2))
@@ -199,3 +200,27 @@ for _transport, _mode, _retries, _variant, _mapped in shapes():
             SlurmJobOperator.partial(task_id="train", **_kwargs).expand(log_tail_lines=[5, 6])
         else:
             SlurmJobOperator(task_id="train", **_kwargs)
+
+
+#: How often the Slurm sweep runs (as the GKE one of ``soak_gke.py``): it cancels what no try can,
+#: e.g. a ready service whose task the user marked failed as it handed the service on. The soak's
+#: deployment is named (``[pathways] deployment_name``), so jobs another deployment submitted under
+#: the same Slurm user (another checkout's soak) are left alone.
+SWEEP_SECONDS = 20
+with DAG(
+    "soak_slurm_sweep",
+    schedule=timedelta(seconds=SWEEP_SECONDS),
+    start_date=START,
+    catchup=False,
+    max_active_runs=1,
+    tags=["soak", "slurm", "maintenance"],
+):
+    SlurmJobSweepOperator(
+        task_id="sweep",
+        slurm_conn_id="slurm_rest_gated",
+        dag_ids=sorted(
+            [dag_id(*shape) for shape in shapes()]
+            + [pair for shape in pair_shapes() for pair in pair_dag_ids(*shape)]
+        ),
+        retries=0,
+    )
