@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from airflow_provider_pathways.hooks.slurm import SlurmHook
-from airflow_provider_pathways.slurm.job import marked_comment, task_instance_marker
+from airflow_provider_pathways.slurm.job import marked_comment, owner_words, task_instance_marker
 from tests.operators.test_slurm import DAGS, _cluster_env_value, job_state, params, squeue
 from tests.slurm.conftest import wait_for
 from tests.support.airflow_runs import airflow_cli, load_dag, run_dag, set_task_state
@@ -64,4 +64,52 @@ def test_a_sweep_cancels_a_service_marked_failed_after_it_was_ready_with_its_wor
     finally:
         hook.cancel_job(older)
         hook.cancel_job(int(job_id))
+        hook.close()
+
+
+def test_a_named_deployments_sweep_cancels_only_its_own_jobs(
+    slurm_cluster: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two deployments, prod and staging, share the Slurm user and the DAG: each submitted a job for
+    the same task instance (same DAG, task and run id), whose state in prod's database is failed.
+    prod's sweep cancels its own and keeps staging's, and keeps the service this (unnamed) test
+    deployment submitted."""
+    env = f"{slurm_cluster['SLURM_SANDBOX_USER_HOME']}/pathways/tests/{uuid.uuid4().hex}.env"
+    service = run_dag(
+        load_dag(DAGS, "slurm_sweep_service"), params(slurm_cluster, "slurm_rest", cluster_env=env)
+    )["service"]
+    assert service.state == "success"
+    set_task_state("slurm_sweep_service", "service", "failed", service.run_id)
+    marker = task_instance_marker("slurm_sweep_service", "service", service.run_id, -1)
+    hook = SlurmHook(slurm_conn_id="slurm_rest")
+    submitted = {
+        deployment: hook.submit_job(
+            script="#!/bin/bash\nsleep 300\n",
+            job_name=f"{deployment}-{uuid.uuid4().hex[:8]}",
+            comment=marked_comment(
+                marker, "job", 1, owner_words("slurm_sweep_service", "service", -1, (), deployment)
+            ),
+        )
+        for deployment in ("prod", "staging")
+    }
+    try:
+        monkeypatch.setenv("AIRFLOW__PATHWAYS__DEPLOYMENT_NAME", "prod")
+        table = airflow_cli(
+            "pathways", "sweep-slurm", "--conn-id", "slurm_rest", "--dag-id", "slurm_sweep_service"
+        )
+
+        def row(job_id: object) -> str:
+            (line,) = [line for line in table.splitlines() if f"Slurm job {job_id} " in line]
+            return line
+
+        assert row(submitted["prod"]).startswith("ended")
+        assert row(submitted["staging"]).startswith("kept")
+        assert "another Airflow deployment's (staging; this one is prod)" in row(submitted["staging"])
+        assert "(unnamed; this one is prod)" in row(service.xcom["job_id"])
+        wait_for(lambda: job_state(submitted["prod"]) == "CANCELLED", "prod's job to be cancelled")
+        assert job_state(submitted["staging"]) in ("PENDING", "RUNNING")
+    finally:
+        array = _cluster_env_value(env, "PATHWAYS_WORKER_ARRAY_JOB_ID")
+        for job_id in (*submitted.values(), int(service.xcom["job_id"]), *([int(array)] if array else [])):
+            hook.cancel_job(job_id)
         hook.close()
