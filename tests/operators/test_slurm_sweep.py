@@ -99,7 +99,11 @@ def test_a_named_deployments_sweep_cancels_only_its_own_jobs(
         )
 
         def row(job_id: object) -> str:
-            (line,) = [line for line in table.splitlines() if f"Slurm job {job_id} " in line]
+            (line,) = [
+                line
+                for line in table.splitlines()
+                if line.startswith(("ended ", "kept ", "gone ")) and f"Slurm job {job_id} " in line
+            ]
             return line
 
         assert row(submitted["prod"]).startswith("ended")
