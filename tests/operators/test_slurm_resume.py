@@ -108,7 +108,10 @@ def test_a_workload_remembers_its_success_and_a_cleared_try_reports_it_again_fro
     again.try_number, again.max_tries = 2, 1  # cleared
     cleared = SlurmJobOperator(task_id="train", script="#!/bin/bash\ntrue\n", slurm_conn_id="nowhere")
     assert cleared.run_job({"ti": again, "task_state_store": store}) == result  # type: ignore[arg-type]
-    assert again.pushed == first.pushed == {"job_id": 77, "job": job.to_dict()}
+    expected = {"job_id": 77, "job": job.to_dict()}
+    assert {k: again.pushed[k] for k in expected} == {k: first.pushed[k] for k in expected} == expected
+    # each try reports its TPU-hours (unknown here: no worker array), the job counted once
+    assert [t["job"] for t in again.pushed["tpu_hours"]["tries"]] == ["77"]
 
 
 @STATE_STORE
