@@ -479,7 +479,7 @@ class SlurmJobOperator(SlurmJobBaseOperator):
         """The workload used its service's slices while it ran (a job that never started, none)."""
         if job.start_time is None:
             return None
-        return job.start_time.timestamp(), job.end_time.timestamp() if job.end_time and job.terminal else None
+        return job.start_time.timestamp(), job.end_time.timestamp() if job.end_time else None
 
     def lost_job(self, job_id: int, lost: str = "") -> tuple[FailureClass, str]:
         """Unknown outcome: not resubmitted unless ``resubmit_if_outcome_unknown``."""

@@ -450,7 +450,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
                 tpu_type=None,
                 chips_per_slice=chips,
                 started=epoch(job.start_time),
-                ended=epoch(job.end_time) if job.terminal else None,
+                ended=epoch(job.end_time),  # only an ended job has one (build_job)
                 preempted=preempted,
                 submitted=epoch(job.submit_time),
                 ready=epoch(job.start_time) if self.ready_from_start else ready_at,
