@@ -181,6 +181,29 @@ def _run_key(pid: int) -> str:
     return f"{pid}:{processes.start_time(pid)}"
 
 
+def _lineage(pid: int) -> set[int]:
+    """``pid`` and its ancestors."""
+    found: set[int] = set()
+    current: int | None = pid
+    while current and current not in found:
+        found.add(current)
+        current = processes.parent(current)
+    return found
+
+
+def shared_slurm_users() -> list[str]:
+    """Who else may be using the shared Slurm clusters: the runs (any checkout) and the test sessions
+    started by hand that go on, other than this process, what it started and the run it runs in. A
+    test that stops or takes over the clusters must find none."""
+    mine = _lineage(os.getpid()) | set(processes.descendants(os.getpid()))
+    with _locked_state() as state:
+        runs = [run for run in state["runs"].values() if _run_alive(run) and int(run["pid"]) not in mine]
+    found = [f"a {run['name']} run of {run['repo']} (pid {run['pid']})" for run in runs]
+    users = [user for user in registry.users("slurm") if user.pid not in mine]
+    found += [f"a test session of {user.repo}: {user}" for user in users]
+    return found
+
+
 def begin(name: str) -> str:
     """Note this run and what runs already; returns this run's key."""
     me = _run_key(os.getpid())

@@ -2,7 +2,8 @@
 # Start (or check) the local Slurm sandbox: munge, slurmctld, slurmd, slurmrestd (JWT) and a
 # private sshd, all on 127.0.0.1, with state under $SANDBOX_STATE_DIR (default
 # <repo>/.sandbox/slurm). Idempotent: healthy daemons are left alone, so a second run only
-# checks readiness, resumes downed nodes, refreshes the JWT and rewrites slurm.env/slurm.json.
+# checks readiness, resumes downed nodes, refreshes the JWT and rewrites slurm.env/slurm.json;
+# a sandbox another checkout started that runs is shared, not restarted (see 0.).
 #
 # Needs root on Debian 12 (installs packages with apt-get). See README.md.
 set -euo pipefail
@@ -31,13 +32,23 @@ STARTED=$SECONDS
 deadline() { echo $((SECONDS + SLURM_SANDBOX_TIMEOUT)); }
 
 # ---------------------------------------------------------------------------------------------
-# 0. Only one sandbox per machine (fixed ports): one from another state dir (another checkout, maybe
-#    deleted) is found by its processes, whether or not its pid files still exist, and stopped with
-#    SANDBOX_SLURM_TAKEOVER=1 (sandbox_host_processes says what belongs to it).
+# 0. Only one sandbox per machine (fixed ports). One that runs from another checkout's state dir is
+#    shared: this run checks and uses it (its settings are copied into this state dir at the end),
+#    since a test session of that checkout may be using it. One whose state dir is gone (a deleted
+#    checkout) or never got ready is found by its processes, whether or not its pid files still
+#    exist, and stopped with SANDBOX_SLURM_TAKEOVER=1 (sandbox_host_processes says what belongs to it).
 # ---------------------------------------------------------------------------------------------
+OWN_STATE=""
 while read -r other_state; do
 	[[ $other_state == "$STATE" ]] && continue
 	if [[ -n $(sandbox_host_processes "$other_state") ]]; then
+		if [[ -s $other_state/slurm.json && -e $other_state/$SLURM_SANDBOX_MARKER ]]; then
+			log "using the cluster another checkout started from $other_state"
+			OWN_STATE=$STATE
+			STATE=$other_state
+			sandbox_paths
+			break
+		fi
 		gone=""
 		[[ -d $other_state ]] || gone=" (that directory is gone)"
 		[[ ${SANDBOX_SLURM_TAKEOVER:-0} == 1 ]] ||
@@ -422,6 +433,10 @@ PY
 chmod 0644 "$STATE/slurm.env.tmp" "$STATE/slurm.json.tmp"
 mv -f -- "$STATE/slurm.env.tmp" "$STATE/slurm.env"
 mv -f -- "$STATE/slurm.json.tmp" "$STATE/slurm.json"
+if [[ -n $OWN_STATE ]]; then
+	# The shared cluster's settings, where this checkout's callers read them.
+	install -m 0644 -- "$STATE/slurm.env" "$STATE/slurm.json" "$OWN_STATE/"
+fi
 
 log "ready in $((SECONDS - STARTED))s: node $NODE_NAME, REST $REST_URL, ssh $SLURM_SANDBOX_USER@$SLURM_SANDBOX_HOST:$SLURM_SANDBOX_SSH_PORT"
 log "settings: $STATE/slurm.env (and slurm.json)"

@@ -568,8 +568,23 @@ build_chroots() {
 	((failed == 0)) || die "building a chroot failed"
 }
 
-# A cluster of this version started from another checkout (another state dir, maybe deleted) runs in
-# the shared chroot: stop it (SANDBOX_SLURM_TAKEOVER=1) or refuse, as up.sh does for the host's.
+# shared_chroot_state: the state dir of this version's cluster that another checkout started and that
+# runs (its state dir is mounted in the chroot, its slurmctld runs there, its settings are written):
+# it is shared, as up.sh shares the host's, since a test session of that checkout may be using it.
+shared_chroot_state() {
+	local target dir
+	while read -r target; do
+		dir=${target#"$V_ROOT"}
+		[[ $dir != "$V_STATE" && -s $dir/slurm.json && -e $dir/$SLURM_SANDBOX_MARKER ]] || continue
+		root_pid "$dir/run/slurmctld.pid" slurmctld >/dev/null || continue
+		printf '%s\n' "$dir"
+		return 0
+	done < <(awk -v r="$V_ROOT/" 'index($2, r) == 1 { print $2 }' /proc/self/mounts)
+}
+
+# A cluster of this version started from another checkout whose state dir is gone or that never got
+# ready runs in the shared chroot: stop it (SANDBOX_SLURM_TAKEOVER=1) or refuse, as up.sh does for
+# the host's.
 take_over_chroot() {
 	sandbox_chroot_processes "$V_ROOT" || return 0
 	if mounted "$V_ROOT$V_STATE" && root_pid "$CTLD_PID" slurmctld >/dev/null; then
@@ -628,6 +643,14 @@ up_version() {
 		"$SSHDIR" "$AUTH_KEYS_DIR" "$JWTDIR"
 	touch -- "$V_STATE/$SLURM_SANDBOX_MARKER"
 	lock_version
+	local own_state="" shared
+	shared=$(shared_chroot_state)
+	if [[ -n $shared ]]; then
+		log "[$VERSION] using the cluster another checkout started from $shared"
+		own_state=$V_STATE
+		V_STATE=$shared
+		version_paths
+	fi
 	chmod 0755 "$V_STATE" "$ETC" "$RUN" "$LOGS" "$SPOOL" "$SPOOL/slurmd-$NODE_NAME" "$SPOOL/slurmd-$ISOLATED_NODE" \
 		"$SSHDIR" "$AUTH_KEYS_DIR"
 	chmod 0700 "$JWTDIR" "$SPOOL/slurmctld"
@@ -648,6 +671,10 @@ up_version() {
 	start_rest
 	start_sshd
 	write_settings
+	if [[ -n $own_state ]]; then
+		# The shared cluster's settings, where this checkout's callers read them.
+		install -m 0644 -- "$V_STATE/slurm.env" "$V_STATE/slurm.json" "$own_state/"
+	fi
 	exec 9>&-
 	log "[$VERSION] ready in $((SECONDS - started))s: Slurm $(in_root scontrol --version | cut -d' ' -f2), REST $REST_URL ($API_VERSIONS), ssh $SLURM_SANDBOX_USER@$SLURM_SANDBOX_HOST:$V_SSH_PORT, accounting $( ((V_ACCOUNTING)) && echo slurmdbd || echo none)"
 	log "[$VERSION] settings: $V_STATE/slurm.env (and slurm.json)"

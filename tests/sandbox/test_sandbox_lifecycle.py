@@ -1,9 +1,12 @@
 """The sandbox's life cycle across checkouts: a sandbox that another checkout left running, and was
-deleted since, is taken over; after the stop step (``make sandbox-down``) nothing of it is left.
+deleted since, is taken over; after the stop step (``make sandbox-down``) nothing of it is left;
+another checkout's ``make test`` beside a test session shares its Slurm clusters and stops nothing
+the session uses.
 
-Both tests start the sandbox from a copy of this checkout's ``sandbox/`` (and ``Makefile``) in a
-temporary directory, as another checkout would. That takes the machine's Slurm clusters over from
-this checkout (they are one per machine); the tests bring them back up from this checkout at the end.
+The tests start the sandbox from a copy of this checkout's ``sandbox/`` (and ``Makefile``) in a
+temporary directory, as another checkout would. The Slurm clusters are one per machine: the tests
+that stop them or take them over (``clusters_to_ourselves``) run only when no other run or test
+session uses them, and bring them back up from this checkout at the end.
 """
 
 from __future__ import annotations
@@ -78,6 +81,19 @@ def other_checkout() -> Iterator[Path]:
             start_slurm_sandbox(timeout=900, version=version)
 
 
+@pytest.fixture
+def clusters_to_ourselves(other_checkout: Path) -> Path:
+    """The other checkout, with the machine's Slurm clusters stopped: a test that stops them or takes
+    them over runs only while no other run or test session may be using them."""
+    from sandbox.session import shared_slurm_users
+
+    users = shared_slurm_users()
+    if users:
+        pytest.skip(f"this test stops the machine's Slurm clusters, which others use: {'; '.join(users)}")
+    _run(["bash", str(SLURM_DIR / "down.sh")], REPO_ROOT)
+    return other_checkout
+
+
 def _start_kube(copy: Path) -> subprocess.Popen[bytes]:
     """The copy's Kubernetes stand-in, detached as ``make demo`` starts it."""
     state = copy / ".sandbox" / "kube"
@@ -115,8 +131,10 @@ def _gone(pid: int, started: int) -> bool:
     return processes.start_time(pid) != started
 
 
-def test_a_sandbox_left_by_a_deleted_checkout_is_taken_over(other_checkout: Path, tmp_path: Path) -> None:
-    copy = other_checkout
+def test_a_sandbox_left_by_a_deleted_checkout_is_taken_over(
+    clusters_to_ourselves: Path, tmp_path: Path
+) -> None:
+    copy = clusters_to_ourselves
     kube = _start_kube(copy)
     gcs_pid = _start_gcs(copy)
     started = {pid: processes.start_time(pid) for pid in (kube.pid, gcs_pid)}
@@ -168,11 +186,11 @@ def _sandbox_leftovers(pathways_uid: int | None) -> list[str]:
     return found
 
 
-def test_nothing_of_the_sandbox_is_left_after_the_stop_step(other_checkout: Path) -> None:
+def test_nothing_of_the_sandbox_is_left_after_the_stop_step(clusters_to_ourselves: Path) -> None:
     from sandbox.airflow.postgres import postgres_bin_dir
 
     postgres_bin_dir()  # PostgreSQL (make sandbox-airflow installs it; as root this does too)
-    copy = other_checkout
+    copy = clusters_to_ourselves
     kube = _start_kube(copy)
     gcs_pid = _start_gcs(copy)
     # The whole Slurm sandbox from the copy, as `make test` starts it, with a job on each cluster.
@@ -225,6 +243,66 @@ def test_nothing_of_the_sandbox_is_left_after_the_stop_step(other_checkout: Path
     )
     assert status.stdout == ""
     assert not [r for r in registry.records() if r.repo == str(copy) or r.orphaned()]
+
+
+def test_another_checkouts_make_test_beside_this_session_shares_its_clusters_and_stops_nothing_of_it(
+    other_checkout: Path, tmp_path: Path
+) -> None:
+    """Two sessions at once: while this test session uses the Slurm clusters, a stand-in and an
+    emulator of its own, another checkout's ``make test`` begins (``make sandbox-slurm`` inside a
+    ``sandbox.session`` run) and ends (its stop step, its orphan reaping). It uses the running clusters
+    (one per machine) instead of taking them over, and leaves running every daemon, job and process
+    of this session: what once made a fresh clone's run fail beside another checkout's."""
+    copy = other_checkout
+    clusters = {version: start_slurm_sandbox(timeout=900, version=version) for version in VERSIONS}
+    daemons = {
+        f"{version}/{name}": pid
+        for version, settings in clusters.items()
+        for name, pid in _pids(Path(settings["SLURM_SANDBOX_STATE_DIR"]) / "run").items()
+    }
+    jobs = {}
+    for version, settings in clusters.items():
+        sbatch = [*slurm_cli(settings), "sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null"]
+        jobs[version] = _run([*sbatch, "--wrap", "sleep 600"], REPO_ROOT).stdout.strip().split(";")[0]
+    standin = ensure_kube_standin(tmp_path / "kube", detach=False)
+    emulator = start_gcs_emulator(tmp_path / "gcs", reuse=False)
+    try:
+        # The copy's own state dirs (as another checkout has), not a run of this session.
+        own = ("SANDBOX_STATE_DIR", "SANDBOX_VERSION_STATE_DIR", "PATHWAYS_SANDBOX_SESSION")
+        env = {k: v for k, v in os.environ.items() if k not in own}
+        command = [sys.executable, "-m", "sandbox.session", "run", "--name", "test", "--"]
+        proc = subprocess.run(
+            [*command, "make", "--no-print-directory", "sandbox-slurm"],
+            cwd=copy,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert proc.returncode == 0, f"the other checkout's run failed:\n{proc.stdout}\n{proc.stderr}"
+        for version, settings in clusters.items():
+            where = settings["SLURM_SANDBOX_STATE_DIR"]
+            assert f"using the cluster another checkout started from {where}" in proc.stderr
+            state = "slurm" if version == VERSIONS[0] else f"slurm-{version}"
+            theirs = json.loads((copy / ".sandbox" / state / "slurm.json").read_text())
+            assert theirs["SLURM_SANDBOX_STATE_DIR"] == where
+            assert theirs["SLURM_SANDBOX_REST_URL"] == settings["SLURM_SANDBOX_REST_URL"]
+
+        restarted = {name for name, (pid, start) in daemons.items() if _gone(pid, start)}
+        assert not restarted, f"the other checkout's run stopped or restarted {restarted}:\n{proc.stderr}"
+        for version, settings in clusters.items():
+            squeue = [*slurm_cli(settings), "squeue", "-h", "-j", jobs[version], "-o", "%T"]
+            assert _run(squeue, REPO_ROOT).stdout.strip() == "RUNNING", f"{version} job {jobs[version]}"
+        assert standin.request("GET", "/version")
+        assert emulator.alive()
+        assert "[sandbox] stopping" not in proc.stderr and "Slurm 22.05" in proc.stderr  # and says so
+    finally:
+        for version, settings in clusters.items():
+            if version in jobs:
+                subprocess.run([*slurm_cli(settings), "scancel", jobs[version]], check=False)
+        standin.stop()
+        emulator.stop()
 
 
 _HOLD = """
