@@ -7,11 +7,15 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_pathways.gke.task_job import (
+    DEPLOYMENT_LABEL,
     LEFT_RUNNING_ANNOTATION,
     TASK_INSTANCE_ANNOTATION,
     TaskIdentity,
+    carries_owner_labels,
     deployment_of,
     left_running_of,
+    owner_labels,
+    owner_selector,
     place_spec,
     task_instance_of,
 )
@@ -215,6 +219,38 @@ def test_another_deployments_job_is_kept_whatever_the_task_instance_here_says() 
     assert deployment_of(placed.to_pathwaysjob()) == "prod"
     unnamed = place_spec(spec(), task, name="x", namespace="ml", labels={}, annotations={})
     assert deployment_of(unnamed.to_pathwaysjob()) == ""
+
+
+def test_a_named_deployment_finds_only_its_own_jobs_and_an_unnamed_one_what_it_always_found() -> None:
+    """A later try finds its task instance's job by the Slurm marker, or on GKE by the default name
+    and the owner labels: deployments sharing a Slurm user or a namespace with the same DAG ids (the
+    same run ids of scheduled runs) must not take each other's jobs for their own. A named deployment
+    is part of the marker, the name's digest and the owner labels; an unnamed one's are what earlier
+    versions wrote, so a job submitted before an upgrade is still found."""
+    run = "scheduled__2026-12-01T00:00:00+00:00"
+    unnamed = task_instance_marker("d", "t", run, 3)
+    assert task_instance_marker("d", "t", "r", 3) == "airflow-task-instance=7bbd0134b1da58fd5da2086b"
+    prod, staging = (task_instance_marker("d", "t", run, 3, name) for name in ("prod", "staging"))
+    assert len({unnamed, prod, staging}) == 3
+    owner = comment_owner(f"{prod} role=job {owner_words('d', 't', 3, {'success'}, 'prod')}")
+    assert owner is not None and owner.is_run(run) and not owner.is_run("manual__other")
+
+    task = TaskIdentity("dag", "train", run, -1)
+    assert task.default_name() == "train-g7263c4p"  # as before deployments were named
+    placed = {
+        name: place_spec(spec(), task, name=None, namespace="ml", labels={}, annotations={}, deployment=name)
+        for name in ("", "prod", "staging")
+    }
+    assert len({p.name for p in placed.values()}) == 3 and placed[""].name == "train-g7263c4p"
+    owners = {name: owner_labels(p.labels) for name, p in placed.items()}
+    assert owners["prod"] == {**owners[""], DEPLOYMENT_LABEL: "prod"}
+    jobs = {name: p.to_pathwaysjob() for name, p in placed.items()}
+    for mine in placed:
+        for theirs in placed:
+            assert carries_owner_labels(jobs[theirs], owners[mine]) is (mine == theirs), (mine, theirs)
+    # the selector a try lists its jobs with says the same (the API server's label selector syntax)
+    assert owner_selector(owners[""]).endswith(f",!{DEPLOYMENT_LABEL}")
+    assert f"{DEPLOYMENT_LABEL}=prod" in owner_selector(owners["prod"]).split(",")
 
 
 @pytest.mark.parametrize("name", ["prod staging", "-prod", "a" * 64, "prod/1"])

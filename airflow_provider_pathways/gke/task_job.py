@@ -59,17 +59,24 @@ def _base36_digest(*parts: object, length: int = _DIGEST_LENGTH) -> str:
 
 
 def default_job_name(
-    dag_id: str, task_id: str, run_id: str, map_index: int, max_length: int = DEFAULT_NAME_MAX_LENGTH
+    dag_id: str,
+    task_id: str,
+    run_id: str,
+    map_index: int,
+    max_length: int = DEFAULT_NAME_MAX_LENGTH,
+    deployment: str = "",
 ) -> str:
     """
     Name that is the same for every try of one task instance and different across instances.
 
-    ``<task-slug>-<8 base-36 characters of a hash of dag, task, run and map index>``: a DNS-1035
-    label of at most ``max_length`` (22) characters, so JobSet accepts it.
+    ``<task-slug>-<8 base-36 characters of a hash of dag, task, run and map index>`` (and of the
+    ``deployment``'s name when it is named: two deployments in one namespace with the same DAG ids):
+    a DNS-1035 label of at most ``max_length`` (22) characters, so JobSet accepts it.
     """
     if max_length < _DIGEST_LENGTH + 2:
         raise ValueError(f"max_length: {max_length} leaves no room for the {_DIGEST_LENGTH}-character hash")
-    digest = _base36_digest(dag_id, task_id, run_id, map_index)
+    named = (deployment,) if deployment else ()
+    digest = _base36_digest(dag_id, task_id, run_id, map_index, *named)
     room = max_length - len(digest) - 1
     slug = re.sub(r"[^a-z0-9]+", "-", task_id.lower()).strip("-")
     slug = slug[:room].rstrip("-")
@@ -109,8 +116,8 @@ class TaskIdentity:
     def labels(self) -> dict[str, str]:
         return airflow_labels(self.dag_id, self.task_id, self.run_id, self.map_index)
 
-    def default_name(self) -> str:
-        return default_job_name(self.dag_id, self.task_id, self.run_id, self.map_index)
+    def default_name(self, deployment: str = "") -> str:
+        return default_job_name(self.dag_id, self.task_id, self.run_id, self.map_index, deployment=deployment)
 
     def key(self) -> TaskInstanceKey:
         return (self.dag_id, self.task_id, self.run_id, self.map_index)
@@ -139,8 +146,10 @@ TASK_INSTANCE_ANNOTATION = f"{LABEL_PREFIX}/task-instance"
 #: Annotation listing the task instance states in which the job's task leaves it running on purpose
 #: (:func:`~airflow_provider_pathways.sweep.left_running_when`): a sweep leaves it alone then.
 LEFT_RUNNING_ANNOTATION = f"{LABEL_PREFIX}/left-running-when"
-#: Annotation naming the Airflow deployment that made the job (``[pathways] deployment_name``).
-DEPLOYMENT_ANNOTATION = f"{LABEL_PREFIX}/deployment"
+#: Label (a safe value) and annotation (exact) naming the Airflow deployment that made the job
+#: (``[pathways] deployment_name``), when named: an owner label, so that deployments sharing a
+#: namespace with the same DAG ids never take each other's jobs for their own; a sweep reads it.
+DEPLOYMENT_LABEL = DEPLOYMENT_ANNOTATION = f"{LABEL_PREFIX}/deployment"
 #: A label every job of this provider carries: the selector that lists them all.
 TASK_LABEL = f"{LABEL_PREFIX}/task_id"
 
@@ -173,8 +182,9 @@ def place_spec(
     labels, then the task's, then the given ones, then Kueue's queue and priority class. Annotated
     with the spec's and the given annotations, then the task instance and, when given, the states in
     which the task leaves the job running (``left_running``) and the deployment that made it, when
-    named, which a sweep reads."""
-    merged = {**(spec.labels or {}), **task.labels(), **labels}
+    named, which a sweep reads (a named deployment also labels the job and names it apart)."""
+    owner = {**task.labels(), **({DEPLOYMENT_LABEL: safe_label_value(deployment)} if deployment else {})}
+    merged = {**(spec.labels or {}), **owner, **labels}
     own = {TASK_INSTANCE_ANNOTATION: task.annotation()}
     if left_running is not None:
         own[LEFT_RUNNING_ANNOTATION] = format_states(left_running)
@@ -186,7 +196,7 @@ def place_spec(
         merged[PRIORITY_CLASS_LABEL] = priority_class
     return dataclasses.replace(
         spec,
-        name=name or spec.name or task.default_name(),
+        name=name or spec.name or task.default_name(deployment),
         namespace=namespace,
         labels=merged,
         annotations={**(spec.annotations or {}), **annotations, **own},
@@ -229,14 +239,18 @@ def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def carries_owner_labels(obj: Mapping[str, Any], owner: Mapping[str, str]) -> bool:
-    """Whether ``obj`` carries every one of the ``owner`` labels (and there is at least one)."""
+    """Whether ``obj`` carries every one of the ``owner`` labels (and there is at least one), and no
+    deployment label when ``owner`` has none (an unnamed deployment's task instance)."""
     labels = _metadata(obj).get("labels") or {}
+    if DEPLOYMENT_LABEL in labels and DEPLOYMENT_LABEL not in owner:
+        return False
     return bool(owner) and all(labels.get(k) == v for k, v in owner.items())
 
 
 def owner_selector(owner: Mapping[str, str]) -> str:
-    """The label selector that finds a task instance's jobs."""
-    return ",".join(f"{k}={v}" for k, v in sorted(owner.items()))
+    """The label selector that finds a task instance's jobs (as :func:`carries_owner_labels` judges)."""
+    unnamed = [] if DEPLOYMENT_LABEL in owner else [f"!{DEPLOYMENT_LABEL}"]
+    return ",".join([*(f"{k}={v}" for k, v in sorted(owner.items())), *unnamed])
 
 
 def task_instance_of(obj: Mapping[str, Any]) -> TaskIdentity | None:

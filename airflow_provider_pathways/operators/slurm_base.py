@@ -195,9 +195,10 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
 
     @staticmethod
     def marker(context: Context) -> str:
-        """The ``--comment`` of every job this task instance submits."""
+        """The ``--comment`` of every job this task instance of this deployment submits."""
         ti = context["ti"]
-        return task_instance_marker(ti.dag_id, ti.task_id, ti.run_id, getattr(ti, "map_index", None))
+        map_index = getattr(ti, "map_index", None)
+        return task_instance_marker(ti.dag_id, ti.task_id, ti.run_id, map_index, deployment_name())
 
     def sweep_marks(self, context: Context) -> str:
         """The owner words of every job this task instance submits: its task instance, the states in

@@ -195,11 +195,16 @@ class SlurmJob:
 TASK_INSTANCE_MARKER = "airflow-task-instance="
 
 
-def task_instance_marker(dag_id: str, task_id: str, run_id: str, map_index: int | None) -> str:
+def task_instance_marker(
+    dag_id: str, task_id: str, run_id: str, map_index: int | None, deployment: str = ""
+) -> str:
     """The ``--comment`` every job a task instance submits carries (a digest: run ids are long, and
     comments are shown to everyone on the cluster), so that a later try finds a job whose
-    submission answer never reached the try that submitted it."""
-    identity = "\0".join((dag_id, task_id, run_id, str(-1 if map_index is None else map_index)))
+    submission answer never reached the try that submitted it. A named ``deployment``
+    (``[pathways] deployment_name``) is part of it: deployments sharing a Slurm user with the same
+    DAG ids (and so the same run ids of scheduled runs) never take each other's jobs for their own."""
+    parts = [dag_id, task_id, run_id, str(-1 if map_index is None else map_index)]
+    identity = "\0".join([*parts, deployment] if deployment else parts)
     return TASK_INSTANCE_MARKER + hashlib.sha256(identity.encode()).hexdigest()[:24]
 
 
@@ -289,7 +294,8 @@ class CommentOwner:
 
     def is_run(self, run_id: str) -> bool:
         """Whether the job is of this task instance's run ``run_id``."""
-        return task_instance_marker(self.dag_id, self.task_id, run_id, self.map_index) == self.marker
+        marker = task_instance_marker(self.dag_id, self.task_id, run_id, self.map_index, self.deployment)
+        return marker == self.marker
 
 
 def comment_owner(comment: str | None) -> CommentOwner | None:

@@ -80,14 +80,16 @@ def test_a_named_deployments_sweep_cancels_only_its_own_jobs(
     )["service"]
     assert service.state == "success"
     set_task_state("slurm_sweep_service", "service", "failed", service.run_id)
-    marker = task_instance_marker("slurm_sweep_service", "service", service.run_id, -1)
     hook = SlurmHook(slurm_conn_id="slurm_rest")
     submitted = {
         deployment: hook.submit_job(
             script="#!/bin/bash\nsleep 300\n",
             job_name=f"{deployment}-{uuid.uuid4().hex[:8]}",
             comment=marked_comment(
-                marker, "job", 1, owner_words("slurm_sweep_service", "service", -1, (), deployment)
+                task_instance_marker("slurm_sweep_service", "service", service.run_id, -1, deployment),
+                "job",
+                1,
+                owner_words("slurm_sweep_service", "service", -1, (), deployment),
             ),
         )
         for deployment in ("prod", "staging")

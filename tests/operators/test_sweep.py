@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_provider_pathways.gke.task_job import (
+    DEPLOYMENT_ANNOTATION,
     LEFT_RUNNING_ANNOTATION,
     TASK_INSTANCE_ANNOTATION,
     TaskIdentity,
@@ -166,3 +168,33 @@ def test_a_named_deployments_sweep_ends_only_its_own_jobs(kube: Any, monkeypatch
             "DELETE", f"/apis/pathways-job.pathways.domain/v1/namespaces/{NAMESPACE}/pathwaysjobs/{name}"
         )
     assert served.state == "success"
+
+
+def test_deployments_sharing_a_namespace_and_dag_ids_each_run_their_own_job(
+    kube: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prod and staging (``[pathways] deployment_name``) share a namespace and DAG ids, so a run of
+    the same logical date has the same run id in both. staging's task, whose run prod's database
+    never saw and vice versa, creates a job of its own beside prod's instead of taking prod's (same
+    default name, same owner labels: it was created once and followed by both), and each is marked
+    with its deployment, so each deployment's sweep ends only its own."""
+    dag = load_dag(DAGS, "gke_sweep_run_deleted")
+    when = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    made = {}
+    for name in ("prod", "staging"):
+        monkeypatch.setenv("AIRFLOW__PATHWAYS__DEPLOYMENT_NAME", name)
+        served = run_dag(dag, logical_date=when, run_after=when)["served"]
+        assert served.state == "success", name
+        made[name] = (served.run_id, served.xcom["name"])
+        delete_run(dag.dag_id, served.run_id)  # the other deployment's database has no such run
+    assert made["prod"][0] == made["staging"][0]  # one run id
+    placed = {
+        job["metadata"]["annotations"].get(DEPLOYMENT_ANNOTATION): job["metadata"]["name"]
+        for job in stand_in_objects(kube, "pathwaysjobs", NAMESPACE)
+    }
+    assert placed == {name: job for name, (_, job) in made.items()}
+    assert placed["prod"] != placed["staging"]
+    for job in placed.values():
+        kube.request(
+            "DELETE", f"/apis/pathways-job.pathways.domain/v1/namespaces/{NAMESPACE}/pathwaysjobs/{job}"
+        )

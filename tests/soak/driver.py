@@ -24,7 +24,6 @@ from tests.soak.invariants import (
     pair_jobs,
     slurm_job_name,
     slurm_kept_by_design,
-    slurm_marker,
 )
 from tests.soak.plan import RunPlan, draw, run_seeds
 from tests.soak.stage import SoakStage
@@ -270,7 +269,7 @@ class Soak:
                     kinds = {k for k, i, _ in actions if i in (index, -1)}
                     if not plan.pair and slurm_kept_by_design(plan, str(ti["state"]), kinds):
                         continue
-                    marker = slurm_marker(dag, "train", plan.run_id, index)
+                    marker = records.marker(dag, "train", plan.run_id, index)
                     left += [j for j in records.jobs_of(name, marker) if j.active]
             return left
         kube = self.stage.records

@@ -14,7 +14,7 @@ import psutil
 from sandbox.airflow.api import AirflowApiError
 from sandbox.kube.launcher import KubeStandinError
 from tests.deployment.harness import ConditionTimeout, RunRef, _q, wait_for
-from tests.soak.invariants import slurm_job_name, slurm_marker
+from tests.soak.invariants import slurm_job_name
 from tests.soak.plan import Fault, RunPlan
 from tests.soak.records import SLURM_ENDED, SlurmJobRecord
 from tests.soak.stage import SoakStage
@@ -63,7 +63,7 @@ class Injector:
         assert records is not None and cluster is not None
         records.poll()
         name = slurm_job_name(plan.dag_id, plan.run_id, cluster.tag)
-        jobs = records.jobs_of(name, slurm_marker(plan.dag_id, "train", plan.run_id, map_index))
+        jobs = records.jobs_of(name, records.marker(plan.dag_id, "train", plan.run_id, map_index))
         for job in reversed(jobs):
             if job.state == "RUNNING":
                 return job

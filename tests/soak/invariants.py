@@ -130,14 +130,6 @@ def _heads(heads: list[Obj]) -> str:
     return ", ".join(f"{h.name}:{h.phase or '?'}:{h.exit_code()}" for h in heads) or "no head pod"
 
 
-def slurm_marker(dag_id: str, task_id: str, run_id: str, map_index: int) -> str:
-    """The ``--comment`` marker of the jobs of a task instance: the provider's own
-    (``task_instance_marker``; an unmapped task instance has map index -1)."""
-    from airflow_provider_pathways.slurm.job import task_instance_marker
-
-    return task_instance_marker(dag_id, task_id, run_id, map_index)
-
-
 def slurm_job_name(dag_id: str, run_id: str, tag: str) -> str:
     """The name of every workload job of a DAG run (``soak_slurm.JOB_NAME``)."""
     return f"{dag_id}-{run_id}-{tag}"
@@ -156,14 +148,14 @@ def check_slurm_run(
     records.poll()
     to_wall = time.time() - time.monotonic()
     name = slurm_job_name(plan.dag_id, plan.run_id, tag)
-    markers = {slurm_marker(plan.dag_id, "train", plan.run_id, i): i for i in plan.map_indexes}
+    markers = {records.marker(plan.dag_id, "train", plan.run_id, i): i for i in plan.map_indexes}
     for index in plan.map_indexes:
         ti = final.get(index) or {}
         state = str(ti.get("state"))
         label = (f"train[{index}]" if index >= 0 else "train") + f" (try {ti.get('try_number')})"
         mine = [(kind, at + to_wall) for kind, target, at in actions if target in (index, -1)]
         kinds = {kind for kind, _ in mine}
-        jobs = records.jobs_of(name, slurm_marker(plan.dag_id, "train", plan.run_id, index))
+        jobs = records.jobs_of(name, records.marker(plan.dag_id, "train", plan.run_id, index))
         runs = sorted(((job, run) for job in jobs for run in job.runs), key=lambda pair: pair[1].start)
 
         # 1. no false success: the task succeeded only if a job of its own COMPLETED

@@ -289,9 +289,13 @@ class SlurmRecords:
     """Polls slurmctld (``squeue -t all``: the sandbox keeps ended jobs for a day, ``MinJobAge``)
     for every job whose name ends with ``-<suffix>`` (the soak's tag), and keeps each one's life."""
 
-    def __init__(self, run: Any, suffix: str, interval: float = 1.0, prefix: str = WORKER_ARRAYS) -> None:
+    def __init__(
+        self, run: Any, suffix: str, deployment: str, interval: float = 1.0, prefix: str = WORKER_ARRAYS
+    ) -> None:
         self._run = run  # SlurmCluster.run
         self.suffix = f"-{suffix}"
+        #: the soak deployment's ``[pathways] deployment_name``, which its jobs' markers carry
+        self.deployment = deployment
         self.prefix = prefix
         self.interval = interval
         self.lock = threading.Lock()
@@ -391,6 +395,13 @@ class SlurmRecords:
     def named(self, name: str) -> list[SlurmJobRecord]:
         with self.lock:
             return sorted((j for j in self.jobs.values() if j.name == name), key=lambda j: _id_key(j.job_id))
+
+    def marker(self, dag_id: str, task_id: str, run_id: str, map_index: int) -> str:
+        """The ``--comment`` marker of the jobs of a task instance of the soak's deployment: the
+        provider's own (``task_instance_marker``; an unmapped task instance has map index -1)."""
+        from airflow_provider_pathways.slurm.job import task_instance_marker
+
+        return task_instance_marker(dag_id, task_id, run_id, map_index, self.deployment)
 
     def jobs_of(self, name: str, marker: str) -> list[SlurmJobRecord]:
         """The jobs named ``name`` whose first comment names the task instance of ``marker``."""

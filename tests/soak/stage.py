@@ -30,6 +30,12 @@ GKE_DAGS = HERE / "dags" / "soak_gke.py"
 SLURM_DAGS = HERE / "dags" / "soak_slurm.py"
 
 
+def deployment_name(base: Path) -> str:
+    """The soak deployment's ``[pathways] deployment_name``: its directory's, so that another
+    checkout's soak on the same Slurm user neither sweeps nor adopts this one's jobs."""
+    return base.name
+
+
 @dataclass
 class SoakStage:
     airflow: Airflow
@@ -76,7 +82,7 @@ def soak_stage(*, slurm: bool, parallelism: int = 32) -> Iterator[SoakStage]:
             settings = start_slurm_sandbox()
             cluster = SlurmCluster(settings)
             cleanups.append(cluster.cleanup)
-            slurm_records = SlurmRecords(cluster.run, cluster.tag)
+            slurm_records = SlurmRecords(cluster.run, cluster.tag, deployment_name(base))
             cleanups.append(slurm_records.close)
             rest_port = int(settings["SLURM_SANDBOX_REST_URL"].rsplit(":", 1)[1])
             gates["rest"] = Gate("127.0.0.1", rest_port, "slurmrestd")
@@ -98,7 +104,7 @@ def soak_stage(*, slurm: bool, parallelism: int = 32) -> Iterator[SoakStage]:
             dag_files,
             connections=connections,
             parallelism=parallelism,
-            env={"AIRFLOW__PATHWAYS__DEPLOYMENT_NAME": base.name},
+            env={"AIRFLOW__PATHWAYS__DEPLOYMENT_NAME": deployment_name(base)},
         )
         cleanups.append(deployment.stop)
         deployment.start()
