@@ -1,6 +1,6 @@
 """Which slurmrestd answers a Slurm call is sent again for: the package's statuses worth a retry
 (https://cloud.google.com/storage/docs/retry-strategy: "HTTP 408, 429, and 5xx"), but 500; GKE and
-GCS answers are shown against their stand-ins in tests/hooks and tests/gcs."""
+GCS answers are shown against their stand-ins in tests/hooks and tests/cache."""
 
 from __future__ import annotations
 

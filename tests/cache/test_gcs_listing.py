@@ -24,7 +24,7 @@ from airflow_provider_pathways.cache.storage import (
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
 from sandbox.gcs.proxy import GcsProxy
-from tests.gcs.conftest import NOW
+from tests.cache.conftest import NOW
 
 SCRATCH = "pathways-scratch/shared"
 Seed = Callable[..., None]

@@ -17,7 +17,7 @@ import pytest
 from airflow_provider_pathways.cache import CleanupCriteria
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
-from tests.gcs.conftest import NOW
+from tests.cache.conftest import NOW
 
 pytestmark = pytest.mark.gcs
 

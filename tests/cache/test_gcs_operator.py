@@ -9,7 +9,7 @@ import pytest
 
 from airflow_provider_pathways.operators.gcs import CleanupCompilationCacheOperator
 from sandbox.gcs.launcher import GcsEmulator
-from tests.gcs.conftest import NOW
+from tests.cache.conftest import NOW
 from tests.support.airflow_runs import load_dag, run_dag
 
 pytestmark = pytest.mark.gcs

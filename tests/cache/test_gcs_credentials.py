@@ -13,7 +13,7 @@ from airflow_provider_pathways.cache import CacheCleanupError, CleanupCriteria
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator
 from sandbox.gcs.proxy import GcsProxy
-from tests.gcs.conftest import TokenServer
+from tests.cache.conftest import TokenServer
 from tests.support.environment import require
 
 HAS_GOOGLE_PROVIDER = importlib.util.find_spec("airflow.providers.google") is not None

@@ -17,7 +17,7 @@ from airflow_provider_pathways.cache import BucketNotFoundError, CleanupCriteria
 from airflow_provider_pathways.hooks.gcs import CompilationCacheHook
 from sandbox.gcs.launcher import GcsEmulator, SeedObject
 from sandbox.gcs.proxy import GcsProxy
-from tests.gcs.conftest import NOW
+from tests.cache.conftest import NOW
 
 pytestmark = pytest.mark.gcs
 
