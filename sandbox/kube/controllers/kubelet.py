@@ -37,6 +37,8 @@ from sandbox.kube.resources import JOBS, JOBSETS, PODS
 from sandbox.kube.store import Store
 
 COMPONENT = "kubelet"
+#: How a process ends that the kubelet stops with SIGTERM and that does not catch it (128 + 15).
+SIGTERM_EXIT_CODE = 143
 
 
 class _SafeFormat(dict):
@@ -397,8 +399,12 @@ class Kubelet(Controller):
                 for c in status.get("containerStatuses") or []
             ]
             if status.get("initContainerStatuses"):
+                # Native sidecars still running are stopped once the program ended (the kubelet's
+                # SIGTERM, in reverse order: kubernetes/kubernetes#120620); a component that does
+                # not catch it, as here, ends with 143 (128 + SIGTERM) and the pod's phase is the
+                # program's alone.
                 status["initContainerStatuses"] = [
-                    terminated(c, 0) if (c.get("state") or {}).get("running") else c
+                    terminated(c, SIGTERM_EXIT_CODE) if (c.get("state") or {}).get("running") else c
                     for c in status["initContainerStatuses"]
                 ]
             for type_ in ("Ready", "ContainersReady"):
