@@ -111,7 +111,7 @@ bench: venv
 # started them), this checkout's Kubernetes stand-in, GCS emulators, Airflow and PostgreSQL
 # processes, and what deleted checkouts or killed runs left (sandbox/session.py).
 sandbox-down:
-	$(SANDBOX_PY) -m sandbox.session down
+	$(SANDBOX_PY) -m sandbox.session down $(if $(filter 1,$(FORCE)),--force)
 
 clean: sandbox-down
 	rm -rf $(VENV) .venv-compat $(STATE)

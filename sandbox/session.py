@@ -2,7 +2,7 @@
 
     python -m sandbox.session run [--keep] --name NAME -- COMMAND...   run COMMAND, then stop
     python -m sandbox.session status                                   what of the sandbox runs
-    python -m sandbox.session down                                     stop all of it (make sandbox-down)
+    python -m sandbox.session down [--force]                           stop all of it (make sandbox-down)
 
 ``run`` notes which services of the sandbox already run, runs COMMAND (Ctrl-C and SIGTERM reach it;
 the stop step still follows), and then stops what the run started: the Slurm clusters (the host's
@@ -23,8 +23,9 @@ The rule for what ran before:
 - A run killed with SIGKILL stops nothing; the next run that begins treats what it left (running
   services nobody kept) as its own and stops it at its end.
 
-``down`` stops every Slurm cluster of the sandbox on this machine (whichever checkout started it),
-this checkout's recorded processes and every orphan. (What a run found running is still left
+``down`` stops every Slurm cluster of the sandbox on this machine (whichever checkout started it;
+while another run or test session uses them, only with ``--force``), this checkout's recorded
+processes and every orphan. (What a run found running is still left
 running at its end if the run starts it again meanwhile, as a test may.) A process that a
 test session still running owns (its fixtures' stand-in, emulator, deployment) is left to that
 session, which stops it when it ends (or, killed, leaves an orphan the next start stops).
@@ -313,9 +314,16 @@ def run(command: list[str], name: str, keep: bool) -> int:
     return code if code >= 0 else 128 - code
 
 
-def down() -> int:
-    """Stop everything of the sandbox: the Slurm clusters, this checkout's processes, orphans."""
+def down(force: bool = False) -> int:
+    """Stop everything of the sandbox: the Slurm clusters, this checkout's processes, orphans. The
+    clusters are left running while another run or test session uses them (``force``: stopped)."""
     services = running_services()
+    users = [] if force else shared_slurm_users()
+    if users:
+        for service in (s for s in services if s.shared):
+            _say(f"left running: {service.description} (in use by {'; '.join(users)})")
+        _say("stop them anyway with: make sandbox-down FORCE=1")
+        services = [s for s in services if not s.shared]
     failed = stop_services(services)
     for record in _owned_elsewhere():
         _say(f"left running: {record} (a test session, pid {record.owner}, stops it when it ends)")
@@ -348,7 +356,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     run_parser.add_argument("cmd", nargs=argparse.REMAINDER)
     sub.add_parser("status", help="what of the sandbox runs")
-    sub.add_parser("down", help="stop all of the sandbox")
+    down_parser = sub.add_parser("down", help="stop all of the sandbox")
+    down_parser.add_argument(
+        "--force", action="store_true", help="stop the Slurm clusters also while another run uses them"
+    )
     args = parser.parse_args(argv)
     if args.command == "run":
         command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -357,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         return run(command, args.name, args.keep)
     if args.command == "status":
         return status()
-    return down()
+    return down(args.force)
 
 
 if __name__ == "__main__":

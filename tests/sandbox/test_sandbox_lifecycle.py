@@ -252,7 +252,8 @@ def test_another_checkouts_make_test_beside_this_session_shares_its_clusters_and
     emulator of its own, another checkout's ``make test`` begins (``make sandbox-slurm`` inside a
     ``sandbox.session`` run) and ends (its stop step, its orphan reaping). It uses the running clusters
     (one per machine) instead of taking them over, and leaves running every daemon, job and process
-    of this session: what once made a fresh clone's run fail beside another checkout's."""
+    of this session: what once made a fresh clone's run fail beside another checkout's. Its ``make
+    sandbox-down`` then leaves the clusters to the sessions that still use them."""
     copy = other_checkout
     clusters = {version: start_slurm_sandbox(timeout=900, version=version) for version in VERSIONS}
     daemons = {
@@ -288,6 +289,26 @@ def test_another_checkouts_make_test_beside_this_session_shares_its_clusters_and
             theirs = json.loads((copy / ".sandbox" / state / "slurm.json").read_text())
             assert theirs["SLURM_SANDBOX_STATE_DIR"] == where
             assert theirs["SLURM_SANDBOX_REST_URL"] == settings["SLURM_SANDBOX_REST_URL"]
+
+        # Its `make sandbox-down` leaves the clusters to the test sessions that use them (here
+        # another one, not this test's own: the stop step's own session never counts as another).
+        other = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        registry.add_user("slurm", pid=other.pid)
+        try:
+            down = subprocess.run(
+                ["make", "--no-print-directory", "sandbox-down", f"PY={sys.executable}"],
+                cwd=copy,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+        finally:
+            other.kill()
+            other.wait()
+        assert down.returncode == 0, f"{down.stdout}\n{down.stderr}"
+        assert "left running: Slurm 22.05" in down.stderr and f"pid {other.pid} (sleep 600)" in down.stderr
 
         restarted = {name for name, (pid, start) in daemons.items() if _gone(pid, start)}
         assert not restarted, f"the other checkout's run stopped or restarted {restarted}:\n{proc.stderr}"
