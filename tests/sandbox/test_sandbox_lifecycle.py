@@ -271,16 +271,14 @@ def test_another_checkouts_make_test_beside_this_session_shares_its_clusters_and
         # The copy's own state dirs (as another checkout has), not a run of this session.
         own = ("SANDBOX_STATE_DIR", "SANDBOX_VERSION_STATE_DIR", "PATHWAYS_SANDBOX_SESSION")
         env = {k: v for k, v in os.environ.items() if k not in own}
-        command = [sys.executable, "-m", "sandbox.session", "run", "--name", "test", "--"]
-        proc = subprocess.run(
-            [*command, "make", "--no-print-directory", "sandbox-slurm"],
-            cwd=copy,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
+
+        def in_copy(*command: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                command, cwd=copy, env=env, capture_output=True, text=True, timeout=900, check=False
+            )
+
+        run = (sys.executable, "-m", "sandbox.session", "run", "--name", "test", "--")
+        proc = in_copy(*run, "make", "--no-print-directory", "sandbox-slurm")
         assert proc.returncode == 0, f"the other checkout's run failed:\n{proc.stdout}\n{proc.stderr}"
         for version, settings in clusters.items():
             where = settings["SLURM_SANDBOX_STATE_DIR"]
@@ -295,15 +293,7 @@ def test_another_checkouts_make_test_beside_this_session_shares_its_clusters_and
         other = subprocess.Popen(["sleep", "600"], start_new_session=True)
         registry.add_user("slurm", pid=other.pid)
         try:
-            down = subprocess.run(
-                ["make", "--no-print-directory", "sandbox-down", f"PY={sys.executable}"],
-                cwd=copy,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
-            )
+            down = in_copy("make", "--no-print-directory", "sandbox-down", f"PY={sys.executable}")
         finally:
             other.kill()
             other.wait()
