@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -31,10 +32,14 @@ _SHOWN = re.compile(
 _CONF_ARG = 4
 _LOG_LINE = re.compile(r"^\S+Z \[(\w+)\s*\] (.*?)\s+\[([\w.]+)\].*$")
 _SUMMARY = "DEMO-SUMMARY "
+#: The example DAG running now (a child process), stopped when the demo is interrupted.
+_running: list[subprocess.Popen[str]] = []
 
 
-def _airflow_env(connections: dict[str, str]) -> dict[str, str]:
+def _airflow_env(connections: dict[str, str], deployment: str) -> dict[str, str]:
     env = dict(os.environ)
+    # Its own deployment name: the Slurm jobs of this demo run, and only they, carry it.
+    env["AIRFLOW__PATHWAYS__DEPLOYMENT_NAME"] = deployment
     env.update({f"AIRFLOW_CONN_{conn_id.upper()}": value for conn_id, value in connections.items()})
     env.update(
         {
@@ -81,6 +86,7 @@ def _run_example(
         stderr=subprocess.STDOUT,
         text=True,
     )
+    _running.append(child)
     summary: dict[str, Any] = {}
     assert child.stdout is not None
     for raw in child.stdout:
@@ -90,6 +96,7 @@ def _run_example(
         elif _SHOWN.search(line):
             _show(line)
     child.wait()
+    _running.remove(child)
     for task, outcome in summary.get("tasks", {}).items():
         print(f"  task {task:<22} {outcome['state']:<8} try {outcome['try_number']}")
     return summary
@@ -125,12 +132,49 @@ def run_one(filename: str, dag_id: str, conf: dict[str, Any]) -> None:
     print(_SUMMARY + json.dumps({"dag_id": dag_id, "state": str(run.state), "tasks": tasks}), flush=True)
 
 
+def _end_left_jobs(slurm: dict[str, str], deployment: str) -> list[str]:
+    """Cancel the Slurm jobs this demo run left active (interrupted, a DAG run never reached its
+    teardown): those carrying its deployment's name (``dep=`` in the comment), and the worker arrays
+    of its services (the sandbox's ``start_pathways.sh`` comments them ``pathways-service=<id>``).
+    Nothing of another demo or test run: their deployment names differ. The ids cancelled."""
+    from sandbox.slurm.cluster import slurm_cli
+
+    listed = subprocess.run(
+        [*slurm_cli(slurm), "squeue", "-h", "-u", slurm["SLURM_SANDBOX_USER"], "-o", "%i|%k"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    jobs = [line.partition("|")[::2] for line in listed.stdout.splitlines()]
+    ours = {job.split("_")[0] for job, comment in jobs if f"dep={deployment}" in comment.split()}
+    workers = {f"pathways-service={service}" for service in ours}
+    arrays = {job.split("_")[0] for job, comment in jobs if comment in workers}
+    left = sorted(ours | arrays, key=int)
+    if left:
+        subprocess.run([*slurm_cli(slurm), "scancel", *left], timeout=60, check=True)
+    return left
+
+
+def _stop_running() -> None:
+    """The example DAG still running (its process got the same signal): given 30 s, then killed."""
+    for child in list(_running):
+        try:
+            child.wait(30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _interrupted(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _succeeded(summary: dict[str, Any]) -> bool:
     return bool(summary) and all(t["state"] == "success" for t in summary["tasks"].values())
 
 
 def main() -> int:
-    from sandbox.gcs.demo import run_demo as run_cache_cleanup_demo
     from sandbox.gcs.launcher import start_gcs_emulator
     from sandbox.kube.launcher import ensure_kube_standin
     from sandbox.slurm.cluster import airflow_connection, start_slurm_sandbox
@@ -145,14 +189,31 @@ def main() -> int:
     gcs = start_gcs_emulator(STATE / "gcs")
     gcs.create_bucket(EXAMPLE_BUCKET)
     print(f"  {gcs.url} with bucket gs://{EXAMPLE_BUCKET}")
+    deployment = f"demo-{os.getpid()}"
     env = _airflow_env(
         {
             "kubernetes_default": kube.airflow_connection(),
             "pathways_slurm_default": airflow_connection(slurm, "ssh"),
-        }
+        },
+        deployment,
     )
     env.update(gcs.env())
     _prepare_airflow(env)
+    # SIGTERM (make demo stopped, its session passing the signal on) ends the demo as Ctrl-C does:
+    # through the cleanup below.
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        return _run_examples(env, kube, slurm)
+    finally:
+        _stop_running()
+        left = _end_left_jobs(slurm, deployment)
+        if left:
+            print(f"\nCancelled the Slurm jobs this demo left active: {', '.join(left)}", flush=True)
+
+
+def _run_examples(env: dict[str, str], kube: Any, slurm: dict[str, str]) -> int:
+    from sandbox.gcs.demo import run_demo as run_cache_cleanup_demo
+
     failed = [
         dag_id for filename, dag_id in GKE_EXAMPLES if not _succeeded(_run_example(filename, dag_id, env))
     ]

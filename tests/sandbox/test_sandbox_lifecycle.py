@@ -316,6 +316,40 @@ def test_another_checkouts_make_test_beside_this_session_shares_its_clusters_and
         emulator.stop()
 
 
+def test_an_interrupted_demo_cancels_the_slurm_jobs_it_left_and_no_others() -> None:
+    """``make demo`` stopped (Ctrl-C, or SIGTERM passed on by its session) while its Slurm example
+    waits: the DAG run never reaches its teardown, so the demo cancels what its run left active, the
+    jobs carrying its deployment's name and its services' worker arrays, and nothing of another
+    demo or test run on the shared cluster (their names differ; a job without one is not its)."""
+    from sandbox.demo import _end_left_jobs
+
+    settings = start_slurm_sandbox()
+    sbatch = [*slurm_cli(settings), "sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null"]
+    sbatch += [f"--uid={settings['SLURM_SANDBOX_USER']}"]
+    marks = "airflow-task-instance=0 role=pathways-service dag=d task=t map=-1 keep=success"
+
+    def submit(comment: str, *extra: str) -> str:
+        return _run(
+            [*sbatch, *extra, f"--comment={comment}", "--wrap", "sleep 600"], REPO_ROOT
+        ).stdout.strip()
+
+    service = submit(f"{marks} dep=demo-1")
+    workers = submit(f"pathways-service={service}", "--array=0-1")
+    others = [submit(f"{marks} dep=demo-2"), submit("unmarked"), submit("pathways-service=1", "--array=0-1")]
+    try:
+        assert _end_left_jobs(settings, "demo-1") == sorted([service, workers], key=int)
+
+        def state(job: str) -> set[str]:
+            squeue = [*slurm_cli(settings), "squeue", "-h", "-r", "-t", "all", "-j", job, "-o", "%T"]
+            return set(_run(squeue, REPO_ROOT).stdout.split())
+
+        _wait(lambda: state(service) | state(workers) <= {"CANCELLED"}, "the demo's jobs to be cancelled")
+        assert all(state(job) <= {"PENDING", "RUNNING"} for job in others)
+        assert _end_left_jobs(settings, "demo-1") == []
+    finally:
+        subprocess.run([*slurm_cli(settings), "scancel", service, workers, *others], check=False)
+
+
 _HOLD = """
 import signal, sys
 from pathlib import Path
