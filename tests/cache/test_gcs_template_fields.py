@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sandbox.gcs.launcher import SeedObject
-from tests.dags.template_field_scenarios import CACHE_BUCKET
 from tests.cache.conftest import OLD
+from tests.dags.template_field_scenarios import CACHE_BUCKET
 from tests.support.airflow_runs import load_dag, run_dag
 
 pytestmark = pytest.mark.gcs
