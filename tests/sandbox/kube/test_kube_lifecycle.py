@@ -94,6 +94,12 @@ async def test_slices_come_up_one_by_one_and_program_completes(
     assert head.status.phase == "Succeeded"
     main = next(c for c in head.status.container_statuses if c.name == "main")
     assert main.state.terminated.exit_code == 0 and main.state.terminated.reason == "Completed"
+    # The native sidecars (proxy, resource manager) are stopped by the kubelet once the program
+    # ended (SIGTERM after the main containers: kubernetes/kubernetes#120620): 143, the pod's phase
+    # still the program's, and never before the program's end.
+    sidecars = {c.name: c.state.terminated for c in head.status.init_container_statuses or []}
+    assert sidecars and all(t.exit_code == 143 and t.reason == "Error" for t in sidecars.values())
+    assert all(t.finished_at >= main.state.terminated.finished_at for t in sidecars.values())
     log = core.read_namespaced_pod_log(
         head.metadata.name, namespace, container="main", _preload_content=False
     ).data
