@@ -135,8 +135,10 @@ def run_one(filename: str, dag_id: str, conf: dict[str, Any]) -> None:
 def _end_left_jobs(slurm: dict[str, str], deployment: str) -> list[str]:
     """Cancel the Slurm jobs this demo run left active (interrupted, a DAG run never reached its
     teardown): those carrying its deployment's name (``dep=`` in the comment), and the worker arrays
-    of its services (the sandbox's ``start_pathways.sh`` comments them ``pathways-service=<id>``).
-    Nothing of another demo or test run: their deployment names differ. The ids cancelled."""
+    of its services (the sandbox's ``start_pathways.sh``, run as the demo runs it, comments them
+    ``pathways-service=<id>``; the published script's arrays carry no such comment). Nothing of
+    another demo or test run: their deployment names differ. The ids cancelled."""
+    from airflow_provider_pathways.slurm.job import comment_owner
     from sandbox.slurm.cluster import slurm_cli
 
     listed = subprocess.run(
@@ -150,7 +152,11 @@ def _end_left_jobs(slurm: dict[str, str], deployment: str) -> list[str]:
         print(f"Could not list the Slurm jobs this demo left ({deployment}): {listed.stderr.strip()}")
         return []
     jobs = [line.partition("|")[::2] for line in listed.stdout.splitlines()]
-    ours = {job.split("_")[0] for job, comment in jobs if f"dep={deployment}" in comment.split()}
+    ours = {
+        job.split("_")[0]
+        for job, comment in jobs
+        if (owner := comment_owner(comment)) is not None and owner.deployment == deployment
+    }
     workers = {f"pathways-service={service}" for service in ours}
     arrays = {job.split("_")[0] for job, comment in jobs if comment in workers}
     left = sorted(ours | arrays, key=int)

@@ -316,11 +316,13 @@ def test_another_checkouts_make_test_beside_this_session_shares_its_clusters_and
         emulator.stop()
 
 
-def test_an_interrupted_demo_cancels_the_slurm_jobs_it_left_and_no_others() -> None:
+def test_the_demos_cleanup_cancels_the_slurm_jobs_its_runs_left_and_no_others() -> None:
     """``make demo`` stopped (Ctrl-C, or SIGTERM passed on by its session) while its Slurm example
-    waits: the DAG run never reaches its teardown, so the demo cancels what its run left active, the
-    jobs carrying its deployment's name and its services' worker arrays, and nothing of another
-    demo or test run on the shared cluster (their names differ; a job without one is not its)."""
+    waits: the DAG run never reaches its teardown. The cleanup the demo runs however it ends
+    (``sandbox/demo.py``, ``main``'s ``finally``) cancels what its runs left active, the jobs
+    carrying its deployment's name and its services' worker arrays, and nothing of another demo or
+    test run on the shared cluster (their names differ; a job without one is not its). The signal
+    reaching that ``finally`` is not driven here (it needs a whole demo run)."""
     from sandbox.demo import _end_left_jobs
 
     settings = start_slurm_sandbox()
