@@ -6,7 +6,11 @@
 SANDBOX_SLURM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 SANDBOX_REPO_ROOT=$(cd "$SANDBOX_SLURM_DIR/../.." && pwd -P)
 
-SLURM_SANDBOX_USER=${SANDBOX_SLURM_USER:-pathways}
+# The cluster user: empty here means this checkout's own, pathways-<digest> (sandbox_cluster_user).
+SLURM_SANDBOX_USER=${SANDBOX_SLURM_USER:-}
+# Who may log in over SSH: every checkout's own user (one sshd per cluster serves all checkouts, so
+# its configuration must not depend on which checkout wrote it last).
+SLURM_SANDBOX_SSH_USERS=${SANDBOX_SLURM_USER:-pathways-*}
 SLURM_SANDBOX_REST_SYSUSER=${SANDBOX_SLURMREST_USER:-slurmrest}
 SLURM_SANDBOX_CPUS=${SANDBOX_SLURM_CPUS:-32}
 SLURM_SANDBOX_REAL_MEMORY=${SANDBOX_SLURM_REAL_MEMORY:-16000}
@@ -64,11 +68,28 @@ sandbox_check_settings() {
 		[[ ${!name} =~ ^[1-9][0-9]{0,6}$ ]] || die "$name must be a positive integer, got '${!name}'"
 	done
 	for name in SLURM_SANDBOX_USER SLURM_SANDBOX_REST_SYSUSER SLURM_SANDBOX_CLUSTER_NAME; do
+		[[ $name == SLURM_SANDBOX_USER && -z ${!name} ]] && continue
 		[[ ${!name} =~ ^[a-z_][a-z0-9_-]{0,30}$ ]] || die "$name must be a plain lower-case name, got '${!name}'"
 	done
 }
 
-# Paths derived from STATE.
+# sandbox_cluster_user: this checkout's cluster user and what is its own, from this checkout's state
+# dir STATE (before STATE may name a shared cluster's): pathways-<8 hex digits of STATE> unless
+# SANDBOX_SLURM_USER names one. As each developer on a real cluster has an account, each checkout has
+# its user: checkouts sharing a cluster keep their jobs, ~/pathways/cluster.env (one Pathways service
+# per user), JWT, SSH key and known_hosts apart. Its home lies in this checkout's state dir.
+sandbox_cluster_user() {
+	if [[ -z $SLURM_SANDBOX_USER ]]; then
+		SLURM_SANDBOX_USER=pathways-$(printf '%s' "$STATE" | sha256sum | cut -c1-8)
+	fi
+	USER_HOME=${SANDBOX_SLURM_USER_HOME:-$STATE/home/$SLURM_SANDBOX_USER}
+	SCRIPTS_DIR=$USER_HOME/pathways/bin
+	TOKEN_FILE=$STATE/jwt/$SLURM_SANDBOX_USER.token
+	CLIENT_KEY=$STATE/ssh/id_ed25519
+	KNOWN_HOSTS=$STATE/ssh/known_hosts
+}
+
+# Paths derived from STATE (the cluster's: this checkout's, or the one it shares).
 sandbox_paths() {
 	ETC=$STATE/etc
 	RUN=$STATE/run
@@ -78,9 +99,6 @@ sandbox_paths() {
 	JWTDIR=$STATE/jwt
 	SLURM_CONF_FILE=$ETC/slurm.conf
 	JWT_KEY=$ETC/jwt_hs256.key
-	TOKEN_FILE=$JWTDIR/$SLURM_SANDBOX_USER.token
-	USER_HOME=${SANDBOX_SLURM_USER_HOME:-$STATE/home/$SLURM_SANDBOX_USER}
-	SCRIPTS_DIR=$USER_HOME/pathways/bin
 	NODE_NAME=$(hostname -s)
 	[[ $NODE_NAME =~ ^[A-Za-z0-9][A-Za-z0-9-]*$ ]] || die "unsupported host name '$NODE_NAME'"
 	ISOLATED_NODE=$NODE_NAME-isolated
@@ -93,8 +111,6 @@ sandbox_paths() {
 	SSHD_PID=$RUN/sshd.pid
 	SSHD_CONFIG=$SSHDIR/sshd_config
 	HOST_KEY=$SSHDIR/ssh_host_ed25519_key
-	CLIENT_KEY=$SSHDIR/id_ed25519
-	KNOWN_HOSTS=$SSHDIR/known_hosts
 	AUTH_KEYS_DIR=$SSHDIR/authorized_keys
 	MUNGE_MARKER=$RUN/munged.started-by-sandbox
 	export SLURM_CONF=$SLURM_CONF_FILE

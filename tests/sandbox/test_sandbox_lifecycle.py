@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shlex
 import shutil
 import signal
@@ -167,7 +168,7 @@ def test_a_sandbox_left_by_a_deleted_checkout_is_taken_over(
         emulator.stop()
 
 
-def _sandbox_leftovers(pathways_uid: int | None) -> list[str]:
+def _sandbox_leftovers(cluster_uid: int) -> list[str]:
     """Every process that belongs to the sandbox's Slurm clusters, described."""
     roots = {str(CHROOT_BASE / version / "root") for version in VERSIONS[1:]}
     found = []
@@ -175,11 +176,7 @@ def _sandbox_leftovers(pathways_uid: int | None) -> list[str]:
         comm, root = processes.comm(pid), processes.root(pid)
         if processes.start_time(pid) is None:
             continue  # a zombie: gone, only not reaped
-        if (
-            comm in SLURM_DAEMONS
-            or root in roots
-            or (pathways_uid is not None and processes.uid(pid) == pathways_uid)
-        ):
+        if comm in SLURM_DAEMONS or root in roots or processes.uid(pid) == cluster_uid:
             found.append(f"{pid} {comm} (root {root}): {' '.join(processes.cmdline(pid))[:120]}")
         elif comm == "sshd" and any(".sandbox/slurm" in part for part in processes.cmdline(pid)):
             found.append(f"{pid} sshd: {' '.join(processes.cmdline(pid))[:120]}")
@@ -227,13 +224,9 @@ def test_nothing_of_the_sandbox_is_left_after_the_stop_step(clusters_to_ourselve
     assert processes.start_time(gcs_pid) is None
     busy = {port for port in (*SLURM_PORTS, *ports) if processes.port_listening(port)}
     assert not busy, f"ports still taken: {busy}"
-    try:
-        import pwd
-
-        pathways_uid: int | None = pwd.getpwnam("pathways").pw_uid
-    except KeyError:
-        pathways_uid = None
-    assert not _sandbox_leftovers(pathways_uid)
+    # The copy's own cluster user (sandbox/slurm/lib.sh sandbox_cluster_user): nothing of it runs.
+    cluster_user = json.loads((copy / ".sandbox" / "slurm" / "slurm.json").read_text())["SLURM_SANDBOX_USER"]
+    assert not _sandbox_leftovers(pwd.getpwnam(cluster_user).pw_uid)
     if munged is not None:  # the munged the sandbox started
         assert processes.start_time(munged) is None and not munge_marker.exists()
     mounts = Path("/proc/self/mounts").read_text()
@@ -287,6 +280,9 @@ def test_another_checkouts_make_test_beside_this_session_shares_its_clusters_and
             theirs = json.loads((copy / ".sandbox" / state / "slurm.json").read_text())
             assert theirs["SLURM_SANDBOX_STATE_DIR"] == where
             assert theirs["SLURM_SANDBOX_REST_URL"] == settings["SLURM_SANDBOX_REST_URL"]
+            # It is a cluster user of its own, as a second developer on a real cluster is: its jobs,
+            # its ~/pathways/cluster.env (one Pathways service per user), its token and key.
+            _assert_own_cluster_user(theirs, settings, copy)
 
         # Its `make sandbox-down` leaves the clusters to the test sessions that use them (here
         # another one, not this test's own: the stop step's own session never counts as another).
@@ -314,6 +310,26 @@ def test_another_checkouts_make_test_beside_this_session_shares_its_clusters_and
                 subprocess.run([*slurm_cli(settings), "scancel", jobs[version]], check=False)
         standin.stop()
         emulator.stop()
+
+
+def _assert_own_cluster_user(theirs: dict[str, str], ours: dict[str, str], checkout: Path) -> None:
+    """The other checkout reaches the shared cluster as its own user (sandbox/slurm/lib.sh,
+    ``sandbox_cluster_user``): over REST with its JWT, over SSH with its key, to its home in its
+    own state dir."""
+    from tests.sandbox.slurm.slurm_sandbox_helpers import SlurmSandbox, ssh_run
+
+    user, home = theirs["SLURM_SANDBOX_USER"], theirs["SLURM_SANDBOX_USER_HOME"]
+    assert user != ours["SLURM_SANDBOX_USER"] and home != ours["SLURM_SANDBOX_USER_HOME"]
+    assert Path(home).is_relative_to(checkout / ".sandbox")
+    assert theirs["SLURM_SANDBOX_CLUSTER_ENV"] == f"{home}/pathways/cluster.env"
+    cluster = SlurmSandbox(theirs)
+    status, body = cluster.rest("GET", "ping")
+    assert status == 200, body
+    client = cluster.ssh_client()
+    try:
+        assert ssh_run(client, 'id -un; echo "$HOME"')[1].split() == [user, home]
+    finally:
+        client.close()
 
 
 def test_the_demos_cleanup_cancels_the_slurm_jobs_its_runs_left_and_no_others() -> None:
