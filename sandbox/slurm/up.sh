@@ -45,7 +45,7 @@ while read -r other_state; do
 	[[ $other_state == "$STATE" ]] && continue
 	if [[ -n $(sandbox_host_processes "$other_state") ]]; then
 		if [[ -s $other_state/slurm.json && -e $other_state/$SLURM_SANDBOX_MARKER ]]; then
-			log "using the cluster another checkout started from $other_state"
+			log "using the cluster another checkout started from $other_state, as $SLURM_SANDBOX_USER"
 			OWN_STATE=$STATE
 			STATE=$other_state
 			sandbox_paths

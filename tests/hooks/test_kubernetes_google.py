@@ -252,7 +252,7 @@ def test_credentials_refused_in_the_middle_of_a_wait_fail_the_try_for_good(
         hook.delete_job(job["metadata"]["name"], namespace)
 
     assert refusing.failures == []  # type: ignore[attr-defined]
-    assert (outcome.state, outcome.try_number) == ("failed", 1)
+    assert (outcome.state, outcome.try_number) == ("failed", 1), logs[-6000:]  # why an earlier try ended
     assert [j["metadata"].get("deletionTimestamp") for j in jobs] == [None]  # still there, running
     if TASK_LOG_IN_OUTPUT and not AIRFLOW_3_0:
         refused = (
@@ -298,7 +298,7 @@ def test_credentials_refused_while_a_sensor_waits_fail_it_for_good(
     logs = capfd.readouterr().out
 
     assert refusing.failures == []  # type: ignore[attr-defined]
-    assert (outcome.state, outcome.try_number) == ("failed", 1)
+    assert (outcome.state, outcome.try_number) == ("failed", 1), logs[-6000:]  # why an earlier try ended
     if TASK_LOG_IN_OUTPUT and not AIRFLOW_3_0:
         assert "GkeConnectionError" in logs and "got no access token (invalid_grant" in logs
     assert TOKEN_PREFIX not in logs

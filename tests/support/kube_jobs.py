@@ -113,12 +113,14 @@ def act_when(
     def loop() -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            value = condition()
-            if value:
-                try:
+            try:
+                value = condition()
+                if value:
                     action(value)
-                except BaseException as err:  # surfaced by the test through the thread's list
-                    failures.append(err)
+            except BaseException as err:  # surfaced by the test through the thread's list
+                failures.append(err)
+                return
+            if value:
                 return
             time.sleep(0.02)
         failures.append(TimeoutError("condition never held"))
