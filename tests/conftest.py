@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -35,16 +36,32 @@ def _install_dags() -> None:
             shutil.copy2(path, DAGS_FOLDER / path.name)
 
 
+# A freshly migrated database the session's other processes copy instead of migrating their own (5 s
+# of CPU each): the pytest-xdist workers inherit its path from the process that starts them.
+_MIGRATED_DB = "PATHWAYS_TEST_MIGRATED_AIRFLOW_DB"
+
+
 def _migrate_once() -> None:
     marker = _AIRFLOW_HOME / ".migrated"
     if marker.exists():
         return
-    subprocess.run(
-        [sys.executable, "-m", "airflow", "db", "migrate"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        env=os.environ.copy(),
-    )
+    database = _AIRFLOW_HOME / "airflow.db"
+    # Only a database this Airflow version migrated (a child process may run another's venv).
+    version = importlib.metadata.version("apache-airflow")
+    migrated = os.environ.get(_MIGRATED_DB, "").removeprefix(f"{version}:")
+    if migrated and Path(migrated).is_file() and not database.exists():
+        shutil.copyfile(migrated, database)
+    else:
+        subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            env=os.environ.copy(),
+        )
+        if not migrated:  # a copy no test writes to
+            pristine = _AIRFLOW_HOME / "airflow.migrated.db"
+            shutil.copyfile(database, pristine)
+            os.environ[_MIGRATED_DB] = f"{version}:{pristine}"
     marker.touch()
 
 

@@ -59,6 +59,8 @@ def test_every_template_field_of_every_operator_is_given_as_an_xcomarg_somewhere
     assert missing == {}
 
 
+@pytest.mark.end_to_end  # a rarer whole run (seconds): `make test` runs it
+@pytest.mark.versioned  # XComArg and mapping resolve differently per Airflow version
 def test_gke_operators_run_with_every_template_field_from_xcom(kube: Any) -> None:
     from tests.dags.template_field_scenarios import GKE_ANNOTATIONS, GKE_LABELS, GKE_NAMESPACE
 

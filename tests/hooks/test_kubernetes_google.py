@@ -271,6 +271,7 @@ def test_credentials_refused_in_the_middle_of_a_wait_fail_the_try_for_good(
     assert TOKEN_PREFIX not in logs
 
 
+@pytest.mark.end_to_end  # a rarer whole run (seconds): `make test` runs it
 @pytest.mark.parametrize("mode", ["deferred", "polling"])
 def test_credentials_refused_while_a_sensor_waits_fail_it_for_good(
     short_lived: KubeStandin, capfd: pytest.CaptureFixture[str], mode: str
@@ -409,6 +410,7 @@ except GkeConnectionError as err:
 """
 
 
+@pytest.mark.end_to_end  # a rarer whole run (seconds): `make test` runs it
 def test_without_the_google_provider_a_kubeconfig_works_and_a_google_identity_says_what_to_install(
     short_lived: KubeStandin,
 ) -> None:

@@ -127,6 +127,7 @@ def test_preempted_slice_is_retried_and_never_runs_two_jobs_at_once(
 
 
 @RETRY_AFTER_DEFERRAL
+@pytest.mark.end_to_end  # a rarer whole run (seconds): `make test` runs it
 def test_preemption_is_retried_when_the_dag_sets_no_retries(
     kube: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -349,6 +350,8 @@ def test_teardown_of_a_job_that_is_already_gone_succeeds(kube: Any) -> None:
     assert outcome.xcom["return_value"] is False
 
 
+@pytest.mark.end_to_end  # a rarer whole run (seconds): `make test` runs it
+@pytest.mark.versioned  # XComArg and mapping resolve differently per Airflow version
 def test_mapped_tasks_each_follow_their_own_job_deferred_and_polling(
     kube: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
