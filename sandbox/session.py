@@ -155,8 +155,9 @@ def stop_services(services: list[Service]) -> list[Service]:
 
 
 @contextlib.contextmanager
-def _locked_state() -> Iterator[dict[str, Any]]:
-    """The runs' shared state (``RUN_DIR/session.json``), locked while the block runs."""
+def _locked_state(write: bool = True) -> Iterator[dict[str, Any]]:
+    """The runs' shared state (``RUN_DIR/session.json``), locked while the block runs and written
+    back after it (``write=False``: only read)."""
     directory = registry.run_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "session.json"
@@ -169,6 +170,8 @@ def _locked_state() -> Iterator[dict[str, Any]]:
         state.setdefault("runs", {})
         state.setdefault("kept", [])
         yield state
+        if not write:
+            return
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2))
         tmp.replace(path)
@@ -197,7 +200,7 @@ def shared_slurm_users() -> list[str]:
     started by hand that go on, other than this process, what it started and the run it runs in. A
     test that stops or takes over the clusters must find none."""
     mine = _lineage(os.getpid()) | set(processes.descendants(os.getpid()))
-    with _locked_state() as state:
+    with _locked_state(write=False) as state:
         runs = [run for run in state["runs"].values() if _run_alive(run) and int(run["pid"]) not in mine]
     found = [f"a {run['name']} run of {run['repo']} (pid {run['pid']})" for run in runs]
     users = [user for user in registry.users("slurm") if user.pid not in mine]
