@@ -35,6 +35,8 @@ FINISHED_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed
 
 #: Seconds a fail-over waits for the blocks that keep the triggerers (a deferred outage scenario).
 STAY_TIMEOUT = 300.0
+# A task log line at warning level or above (Airflow 2 and 3 write the level as a word).
+_LOUD = re.compile(r"\b(WARNING|ERROR|CRITICAL|warning|error|critical)\b")
 
 
 class ConditionTimeout(AssertionError):
@@ -241,10 +243,15 @@ class Airflow:
                         text = self.task_log(ref.dag_id, ref.run_id, task, attempt, index)
                     except AirflowApiError as err:
                         text = f"(no log: {err})"
+                    every = text.splitlines()
+                    # what was said before the tail (why a supervisor ended the task, e.g.)
+                    earlier = [line for line in every[:-lines] if _LOUD.search(line)][-10:]
                     parts.append(
                         f"----- {ref.dag_id}/{ref.run_id} {task}[{index}] try {attempt} "
                         f"(now {ti['state']} try {ti['try_number']})\n"
-                        + "\n".join(line[:width] for line in text.splitlines()[-lines:])
+                        + "".join(f"{line[:width]}\n" for line in earlier)
+                        + ("...\n" if earlier else "")
+                        + "\n".join(line[:width] for line in every[-lines:])
                     )
                 parts.append(self._component_lines(str(ti.get("id") or ""), width))
         return "\n".join(parts)
