@@ -292,8 +292,7 @@ class SlurmJobBaseOperator(ReattachingJobOperator):
             job_id = self.hook.submit_job(request)
         except (FileNotFoundError, ValueError, TypeError) as err:
             raise PathwaysSpecRejected(f"nothing was submitted: {err}") from err
-        self._job_id = job_id
-        self.log.info("Submitted Slurm job %s", job_id)
+        self._job_id = job_id  # the hook logged "Submitted Slurm job N (name)"
         return job_id
 
     def adopt_unclaimed_job(self, context: Context) -> JsonValue | None:
