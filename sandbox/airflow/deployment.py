@@ -62,7 +62,11 @@ AIRFLOW_2_OPTIONS: dict[tuple[str, str], tuple[str, str] | None] = {
         "scheduler",
         "zombie_detection_interval",
     ),
-    ("workers", "min_heartbeat_interval"): ("scheduler", "local_task_job_heartbeat_sec"),
+    # Airflow 3's deprecated name for it, but Airflow 2's LocalTaskJob also takes a value of 1 or more
+    # as its time limit: a task whose heartbeat is that late (a loaded machine) is sent SIGTERM by its
+    # own supervisor ("Heartbeat time limit exceeded!", jobs/local_task_job_runner.py). Left at its
+    # default (0: the limit is the zombie threshold; heartbeats every job_heartbeat_sec, 5 s).
+    ("workers", "min_heartbeat_interval"): None,
     ("dag_processor", "refresh_interval"): ("scheduler", "dag_dir_list_interval"),
     ("dag_processor", "min_file_process_interval"): ("scheduler", "min_file_process_interval"),
     ("dag_processor", "print_stats_interval"): ("scheduler", "print_stats_interval"),
