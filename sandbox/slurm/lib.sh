@@ -84,9 +84,16 @@ sandbox_cluster_user() {
 	fi
 	USER_HOME=${SANDBOX_SLURM_USER_HOME:-$STATE/home/$SLURM_SANDBOX_USER}
 	SCRIPTS_DIR=$USER_HOME/pathways/bin
-	TOKEN_FILE=$STATE/jwt/$SLURM_SANDBOX_USER.token
-	CLIENT_KEY=$STATE/ssh/id_ed25519
-	KNOWN_HOSTS=$STATE/ssh/known_hosts
+	sandbox_user_files "$STATE"
+}
+
+# sandbox_user_files DIR: where this checkout keeps the cluster user's own files for the cluster whose
+# settings go to DIR (its own state dir of that cluster, whether it started the cluster or shares it).
+sandbox_user_files() {
+	OWN_STATE=$1
+	TOKEN_FILE=$OWN_STATE/jwt/$SLURM_SANDBOX_USER.token
+	CLIENT_KEY=$OWN_STATE/ssh/id_ed25519
+	KNOWN_HOSTS=$OWN_STATE/ssh/known_hosts
 }
 
 # Paths derived from STATE (the cluster's: this checkout's, or the one it shares).

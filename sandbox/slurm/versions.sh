@@ -20,9 +20,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [[ $(id -u) -eq 0 ]] || die "versions.sh must run as root"
 sandbox_check_settings
-# This checkout's cluster user, named after its host state dir as up.sh names it.
-sandbox_resolve_state_dir
-sandbox_cluster_user
 
 usage() { die "usage: versions.sh up|down|status [VERSION...|all] [--purge] | versions.sh list"; }
 [[ $# -ge 1 ]] || usage
@@ -81,16 +78,6 @@ version_paths() {
 	SSHD_CONFIG=$SSHDIR/sshd_config
 	HOST_KEY=$SSHDIR/ssh_host_ed25519_key
 	AUTH_KEYS_DIR=$SSHDIR/authorized_keys
-}
-
-# own_paths DIR: where this checkout keeps its own of this version's cluster (settings, the user's
-# JWT, SSH key and known_hosts): its state dir of this version, whether it started the cluster or
-# shares another checkout's.
-own_paths() {
-	OWN_STATE=$1
-	TOKEN_FILE=$OWN_STATE/jwt/$SLURM_SANDBOX_USER.token
-	CLIENT_KEY=$OWN_STATE/ssh/id_ed25519
-	KNOWN_HOSTS=$OWN_STATE/ssh/known_hosts
 }
 
 # The cluster user is this checkout's host sandbox user (same name, uid, gid and home), so that files
@@ -648,7 +635,7 @@ up_version() {
 	V_STATE=$(cd -- "$V_STATE" && pwd -P)
 	[[ $V_STATE =~ ^/[A-Za-z0-9._/+-]+$ ]] || die "state dir '$V_STATE' must contain only letters, digits and ._/+-"
 	version_paths
-	own_paths "$V_STATE"
+	sandbox_user_files "$V_STATE"
 	umask 022
 	mkdir -p -- "$ETC" "$RUN" "$LOGS" "$SPOOL/slurmctld" "$SPOOL/slurmd-$NODE_NAME" "$SPOOL/slurmd-$ISOLATED_NODE" \
 		"$SSHDIR" "$AUTH_KEYS_DIR" "$JWTDIR"
@@ -747,8 +734,11 @@ list)
 up | down | status) ;;
 *) usage ;;
 esac
-if [[ $command == up ]] && ((${#versions[@]} > 1)); then
-	build_chroots "${versions[@]}"
+if [[ $command == up ]]; then
+	# This checkout's cluster user, named after its host state dir as up.sh names it.
+	sandbox_resolve_state_dir
+	sandbox_cluster_user
+	((${#versions[@]} == 1)) || build_chroots "${versions[@]}"
 fi
 for VERSION in "${versions[@]}"; do
 	sandbox_version_settings "$VERSION"

@@ -117,10 +117,9 @@ def act_when(
                 value = condition()
                 if value:
                     action(value)
+                    return
             except BaseException as err:  # surfaced by the test through the thread's list
                 failures.append(err)
-                return
-            if value:
                 return
             time.sleep(0.02)
         failures.append(TimeoutError("condition never held"))
